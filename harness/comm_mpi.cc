@@ -1,0 +1,189 @@
+// MPI backend: host buffers; one communication thread per rank plays the stream, executing
+// queued collectives in order so the calling thread can compute meanwhile.
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "harness/comm.h"
+#include "harness/mpi_ops.h"
+
+namespace zb {
+namespace {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, int rank, int size, double timeout_s)
+      : Communicator(rank, size, timeout_s), comm_(comm) {
+    worker_ = std::thread([this] { loop(); });
+  }
+
+  ~MpiCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+    MPI_Comm_free(&comm_);
+  }
+
+  Backend backend() const override { return Backend::mpi; }
+  MemKind memKind() const override { return MemKind::host; }
+  std::string libraryVersion() const override { return mpi_library_version(); }
+
+  Status barrier() override {
+    Event e;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(Task{CollRecord{Coll::all_reduce, 0, DType::f32}, nullptr, nullptr,
+                            ++issued_, true});
+      e.seq = issued_;
+    }
+    cv_.notify_all();
+    return wait(e);
+  }
+
+  Status record(Event* event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    event->seq = issued_;
+    return Status::ok();
+  }
+
+  Status wait(const Event& event) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration<double>(timeout_s_);
+    bool done = done_cv_.wait_until(lock, deadline, [&] {
+      return completed_ >= event.seq || !failure_.is_ok();
+    });
+    if (!failure_.is_ok()) return failure_;
+    if (!done) {
+      std::string what = running_.barrier ? "rank " + std::to_string(rank_) + ": barrier"
+                                          : describe(running_.op);
+      return Status::error("timeout: " + what + " did not complete within " +
+                           format_seconds(timeout_s_) +
+                           " s (a rank skipped or never reached this collective)");
+    }
+    return Status::ok();
+  }
+
+ protected:
+  Status issue(const CollRecord& op, const void* send, void* recv) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!failure_.is_ok()) return failure_;
+      queue_.push_back(Task{op, send, recv, ++issued_, false});
+    }
+    cv_.notify_all();
+    return Status::ok();
+  }
+
+ private:
+  struct Task {
+    CollRecord op;
+    const void* send;
+    void* recv;
+    uint64_t seq;
+    bool barrier;
+  };
+
+  static std::string format_seconds(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", s);
+    return buf;
+  }
+
+  void loop() {
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = queue_.front();
+        queue_.pop_front();
+        running_ = task;
+      }
+      Status s = task.barrier ? barrier_now() : execute(task);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!s.is_ok() && failure_.is_ok())
+          failure_ = s.context(task.barrier ? "rank " + std::to_string(rank_) + ": barrier"
+                                            : describe(task.op));
+        completed_ = task.seq;
+      }
+      done_cv_.notify_all();
+    }
+  }
+
+  Status barrier_now() {
+    ZB_MPI_CHECK(MPI_Barrier(comm_));
+    return Status::ok();
+  }
+
+  Status execute(const Task& t) {
+    MPI_Datatype type = mpi_datatype(t.op.dtype);
+    MPI_Op sum = mpi_sum_op(t.op.dtype);
+    int n = size_;
+    uint64_t block = t.op.op == Coll::all_reduce ? t.op.count : t.op.count / uint64_t(n);
+    if (block > uint64_t(INT32_MAX))
+      return Status::error("count " + std::to_string(block) +
+                           " exceeds MPI's int count; use smaller buffers");
+    int count = int(block);
+    const void* send = t.send == t.recv ? MPI_IN_PLACE : t.send;
+    switch (t.op.op) {
+      case Coll::all_reduce:
+        ZB_MPI_CHECK(MPI_Allreduce(send, t.recv, count, type, sum, comm_));
+        break;
+      case Coll::reduce_scatter: {
+        // MPI_Reduce_scatter with equal counts rather than _block: Open MPI has a ring
+        // algorithm for the former only, and the ring is what moves the ideal bytes.
+        std::vector<int> counts(size_t(n), count);
+        ZB_MPI_CHECK(MPI_Reduce_scatter(t.send, t.recv, counts.data(), type, sum, comm_));
+        break;
+      }
+      case Coll::all_gather: {
+        const void* s = t.send == static_cast<char*>(t.recv) + size_t(rank_) * block *
+                                                                     dtype_size(t.op.dtype)
+                            ? MPI_IN_PLACE
+                            : t.send;
+        ZB_MPI_CHECK(MPI_Allgather(s, count, type, t.recv, count, type, comm_));
+        break;
+      }
+    }
+    return Status::ok();
+  }
+
+  MPI_Comm comm_;
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<Task> queue_;
+  Task running_{};
+  uint64_t issued_ = 0, completed_ = 0;
+  bool stop_ = false;
+  Status failure_;
+};
+
+}  // namespace
+
+Status make_mpi_communicator(MPI_Comm world, double timeout_s, std::unique_ptr<Communicator>* out) {
+  int provided = 0;
+  ZB_MPI_CHECK(MPI_Query_thread(&provided));
+  if (provided < MPI_THREAD_MULTIPLE)
+    return Status::error("the MPI library does not provide MPI_THREAD_MULTIPLE, which the "
+                         "communication thread needs");
+  MPI_Comm comm;
+  ZB_MPI_CHECK(MPI_Comm_dup(world, &comm));
+  ZB_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+  int rank = 0, size = 0;
+  ZB_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  ZB_MPI_CHECK(MPI_Comm_size(comm, &size));
+  ZB_RETURN_IF_ERROR(init_mpi_ops());
+  *out = std::make_unique<MpiCommunicator>(comm, rank, size, timeout_s);
+  return Status::ok();
+}
+
+}  // namespace zb

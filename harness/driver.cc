@@ -1,0 +1,206 @@
+// Driver: MPI start-up, flags, lock-step timing, rank-0 reporting and the JSON file.
+#include "harness/driver.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "harness/files.h"
+#include "harness/mpi_ops.h"
+#include "harness/reporters.h"
+
+namespace zb {
+
+Driver::Driver(std::string program, std::string summary)
+    : flags_(std::move(program), std::move(summary)) {
+  flags_.add_choice("backend", &backend_flag_,
+                    "communication backend; auto picks nccl when a GPU is visible",
+                    {"auto", "mpi", "nccl"});
+  flags_.add_string("json", &json_path_, "write Google Benchmark JSON here (rank 0)");
+  flags_.add_double("timeout", &timeout_s_,
+                    "seconds a collective may take before the job is aborted", 0.001, 1e6);
+  flags_.add_int("iters", &iters_, "timed iterations per benchmark", 1, 1000000);
+  flags_.add_int("warmup", &warmup_, "untimed warm-up iterations per benchmark", 0, 1000000);
+  flags_.add_string("fault-skip", &fault_skip_,
+                    "test only: RANK:CALL makes RANK silently skip its CALL-th collective");
+  flags_.add_int("fault-corrupt", &fault_corrupt_,
+                 "test only: this rank corrupts one element of its input", -1, 1 << 30);
+}
+
+Driver::~Driver() {
+  comm_.reset();
+  if (driver_comm_ != MPI_COMM_NULL) MPI_Comm_free(&driver_comm_);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (mpi_started_ && !finalized) MPI_Finalize();
+}
+
+int Driver::init(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  mpi_started_ = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  for (int i = 0; i < argc; ++i) command_line_ += (i ? " " : "") + std::string(argv[i]);
+
+  bool help = false;
+  Status s = flags_.parse(argc, argv, &passthrough_, &help);
+  if (s && !fault_skip_.empty()) {
+    auto parts = split(fault_skip_, ':');
+    int64_t r = -1, c = -1;
+    if (parts.size() != 2 || !parse_int(parts[0], &r) || !parse_int(parts[1], &c) || r < 0 || c < 0)
+      s = Status::error("--fault-skip takes RANK:CALL, two integers >= 0, not '" + fault_skip_ + "'");
+    faults_.skip_rank = int(r);
+    faults_.skip_call = c;
+  }
+  faults_.corrupt_rank = int(fault_corrupt_);
+  if (help) {
+    if (root()) std::cout << flags_.usage();
+    return 0;
+  }
+  if (!s) {
+    if (root()) std::fprintf(stderr, "%s: %s\n", program().c_str(), s.message().c_str());
+    return 2;
+  }
+  Backend backend;
+  s = resolve_backend(backend_flag_, &backend);
+  if (!s) {
+    if (root()) std::fprintf(stderr, "%s: %s\n", program().c_str(), s.message().c_str());
+    return 2;
+  }
+  MPI_Comm_dup(MPI_COMM_WORLD, &driver_comm_);
+  s = backend == Backend::mpi ? make_mpi_communicator(MPI_COMM_WORLD, timeout_s_, &comm_)
+                              : make_nccl_communicator(MPI_COMM_WORLD, timeout_s_, &comm_);
+  if (!s) abort_job(s.context("creating the " + std::string(backend_name(backend)) + " communicator"));
+  comm_->setFaults(faults_);
+
+  // Google Benchmark sees only its own flags; only rank 0 may write its output file.
+  // Colour codes only for a terminal: piped into logs they are noise.
+  static char no_color[] = "--benchmark_color=false";
+  std::vector<char*> gb_argv{argv[0]};
+  if (!isatty(fileno(stdout))) gb_argv.push_back(no_color);
+  for (auto& a : passthrough_)
+    if (root() || a.rfind("--benchmark_out", 0) != 0) gb_argv.push_back(a.data());
+  int gb_argc = int(gb_argv.size());
+  benchmark::Initialize(&gb_argc, gb_argv.data());
+  if (benchmark::ReportUnrecognizedArguments(gb_argc, gb_argv.data())) return 2;
+
+  context("world_size", std::to_string(size_));
+  context("backend", backend_name(backend));
+  context("library", comm_->libraryVersion());
+  context("mpi_library", mpi_library_version());
+  context("host", host_name());
+  context("cpu_model", cpu_model());
+  if (backend == Backend::nccl) {
+    context("gpu_model", gpu_model());
+    context("cuda", cuda_version());
+  }
+  context("git_revision", ZB_GIT_REVISION);
+  context("command_line", command_line_);
+  context("iterations", std::to_string(iters_));
+  context("warmup", std::to_string(warmup_));
+  context("collective_algorithms", algorithm_settings());
+  return -1;
+}
+
+void Driver::context(const std::string& key, const std::string& value) {
+  benchmark::AddCustomContext(key, value);
+}
+
+void Driver::add(const std::string& name, std::function<Status(Run&)> body) {
+  benchmark::RegisterBenchmark(name.c_str(),
+                               [this, body](benchmark::State& state) {
+                                 Run run(*this, state);
+                                 Status s = body(run);
+                                 if (!s) abort_job(s);
+                               })
+      ->Iterations(iters_)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+}
+
+Status Run::time(const std::function<Status()>& iteration, Timing* out) {
+  Driver& d = driver_;
+  for (int64_t i = 0; i < d.warmup(); ++i) ZB_RETURN_IF_ERROR(iteration());
+  ZB_RETURN_IF_ERROR(d.comm().barrier());
+  double sum = 0, best = 1e300;
+  int64_t writes = 0, n = 0;
+  bool counted = true;
+  for (auto _ : state_) {
+    int64_t w0 = process_write_bytes();
+    auto t0 = std::chrono::steady_clock::now();
+    ZB_RETURN_IF_ERROR(iteration());
+    double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    int64_t w1 = process_write_bytes();
+    counted = counted && w0 >= 0 && w1 >= 0;
+    writes += w1 - w0;
+    // The reduction runs after the write counter is read and on another communicator, so
+    // its own socket traffic never lands in the measurement.
+    double tmax = d.max_over_ranks(t);
+    state_.SetIterationTime(tmax);
+    sum += tmax;
+    best = std::min(best, tmax);
+    ++n;
+  }
+  out->iterations = n;
+  out->mean_s = n ? sum / double(n) : 0;
+  out->min_s = n ? best : 0;
+  out->write_bytes = counted && n ? double(writes) / double(n) : -1;
+  return Status::ok();
+}
+
+void Run::counter(const std::string& name, double value) { state_.counters[name] = value; }
+
+double Driver::max_over_ranks(double v) {
+  double out = v;
+  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, driver_comm_);
+  return out;
+}
+
+double Driver::sum_over_ranks(double v) {
+  double out = v;
+  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, driver_comm_);
+  return out;
+}
+
+void Driver::mark_failed(const std::string& why) {
+  if (!failed_ && root()) std::fprintf(stderr, "%s: check failed: %s\n", program().c_str(), why.c_str());
+  failed_ = true;
+}
+
+void Driver::abort_job(const Status& status) {
+  std::fprintf(stderr, "%s: error: %s\n", program().c_str(), status.message().c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
+int Driver::run() {
+  NullReporter quiet;
+  benchmark::ConsoleReporter console;
+  std::ostringstream json;
+  benchmark::JSONReporter json_reporter;
+  json_reporter.SetOutputStream(&json);
+  json_reporter.SetErrorStream(&std::cerr);
+  TeeReporter tee(&console, json_path_.empty() ? nullptr : &json_reporter);
+  benchmark::RunSpecifiedBenchmarks(root() ? static_cast<benchmark::BenchmarkReporter*>(&tee)
+                                           : &quiet);
+  benchmark::Shutdown();
+  if (root() && !json_path_.empty()) {
+    Status s = write_file_atomically(json_path_, json.str());
+    if (!s) {
+      std::fprintf(stderr, "%s: %s\n", program().c_str(), s.message().c_str());
+      return 1;
+    }
+  }
+  int failed = failed_ ? 1 : 0, any = 0;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, driver_comm_);
+  return any ? 1 : 0;
+}
+
+}  // namespace zb

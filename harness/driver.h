@@ -1,0 +1,92 @@
+// Driver: the custom Google Benchmark main every benchmark shares. It keeps ranks in lock
+// step (fixed warm-up and iterations, each iteration's time the maximum over ranks),
+// reports from rank 0 only, and writes the JSON whole or not at all.
+#pragma once
+
+#include <benchmark/benchmark.h>
+#include <mpi.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/comm.h"
+#include "harness/flags.h"
+
+namespace zb {
+
+// What the timed iterations of one benchmark measured.
+struct Timing {
+  int64_t iterations = 0;
+  double mean_s = 0;            // of the per-iteration maxima over ranks
+  double min_s = 0;
+  double write_bytes = -1;      // this rank's socket write bytes per iteration; -1 unknown
+};
+
+class Driver;
+
+// Handed to a benchmark body: the one timing loop and the counters.
+class Run {
+ public:
+  Run(Driver& driver, benchmark::State& state) : driver_(driver), state_(state) {}
+  // Runs `warm-up` untimed then the fixed iterations of `iteration`, which must issue and
+  // complete its work. Socket writes are counted only inside the timed iterations.
+  Status time(const std::function<Status()>& iteration, Timing* out);
+  void counter(const std::string& name, double value);
+  benchmark::State& state() { return state_; }
+  Driver& driver() { return driver_; }
+
+ private:
+  Driver& driver_;
+  benchmark::State& state_;
+};
+
+class Driver {
+ public:
+  Driver(std::string program, std::string summary);
+  ~Driver();
+
+  Flags& flags() { return flags_; }
+  // Initialises MPI, parses flags and creates the communicator. Returns -1 to go on, or an
+  // exit code to end with now (0 after --help, 2 after a bad flag, 1 after a failure).
+  int init(int argc, char** argv);
+
+  Communicator& comm() { return *comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool root() const { return rank_ == 0; }
+  int64_t iterations() const { return iters_; }
+  int64_t warmup() const { return warmup_; }
+  const FaultPlan& faults() const { return faults_; }
+  const std::string& program() const { return flags_.program(); }
+
+  void add(const std::string& name, std::function<Status(Run&)> body);
+  void context(const std::string& key, const std::string& value);
+  // Runs every registered benchmark, prints, writes --json; returns the exit code.
+  int run();
+
+  // Reductions over the driver's own communicator, never the measured one.
+  double max_over_ranks(double v);
+  double sum_over_ranks(double v);
+  // A check failed (wrong elements, ...): the run continues, the exit code becomes 1.
+  void mark_failed(const std::string& why);
+  // A collective or device call failed: one line, then the whole job ends (the other
+  // ranks would otherwise hang in their next collective).
+  [[noreturn]] void abort_job(const Status& status);
+
+ private:
+  Flags flags_;
+  std::string backend_flag_ = "auto", json_path_, fault_skip_;
+  double timeout_s_ = 300;
+  int64_t iters_ = 20, warmup_ = 5, fault_corrupt_ = -1;
+  FaultPlan faults_;
+  std::vector<std::string> passthrough_;
+  std::unique_ptr<Communicator> comm_;
+  MPI_Comm driver_comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  bool failed_ = false, mpi_started_ = false;
+  std::string command_line_;
+};
+
+}  // namespace zb

@@ -1,0 +1,91 @@
+// Traffic: collective accounting and the socket write counter.
+#include "harness/traffic.h"
+
+#include <cstdlib>
+#include <fstream>
+
+namespace zb {
+
+const char* coll_name(Coll op) {
+  switch (op) {
+    case Coll::all_reduce: return "all_reduce";
+    case Coll::reduce_scatter: return "reduce_scatter";
+    case Coll::all_gather: return "all_gather";
+  }
+  return "?";
+}
+
+bool parse_coll(const std::string& text, Coll* out) {
+  for (Coll c : {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather})
+    if (text == coll_name(c)) {
+      *out = c;
+      return true;
+    }
+  return false;
+}
+
+double busbw_factor(Coll op, int ranks) {
+  double n = ranks;
+  return op == Coll::all_reduce ? 2.0 * (n - 1) / n : (n - 1) / n;
+}
+
+double ideal_wire_bytes(Coll op, uint64_t bytes, int ranks) {
+  return busbw_factor(op, ranks) * double(bytes);
+}
+
+double volume_elements(const CollRecord& rec) {
+  return (rec.op == Coll::all_reduce ? 2.0 : 1.0) * double(rec.count);
+}
+
+double TrafficLog::volume_elements() const {
+  double v = 0;
+  for (const auto& r : records_) v += zb::volume_elements(r);
+  return v;
+}
+
+double TrafficLog::ideal_wire_bytes(int ranks) const {
+  double b = 0;
+  for (const auto& r : records_) b += zb::ideal_wire_bytes(r.op, r.bytes(), ranks);
+  return b;
+}
+
+int64_t process_write_bytes() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  int64_t value = 0;
+  while (io >> key >> value)
+    if (key == "wchar:") return value;
+  return -1;
+}
+
+static std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+bool socket_transport(const std::string& backend, int ranks, std::string* why_not) {
+  if (process_write_bytes() < 0) {
+    *why_not = "/proc/self/io is not readable";
+    return false;
+  }
+  if (ranks == 1) return true;  // nothing goes on any wire: 0 measured is the truth
+  if (backend == "mpi") {
+    std::string btl = env("OMPI_MCA_btl");
+    bool tcp_only = btl == "tcp,self" || btl == "self,tcp" || btl == "tcp";
+    bool no_shm = !btl.empty() && btl[0] == '^' &&
+                  (btl.find("vader") != std::string::npos || btl.find("sm") != std::string::npos);
+    std::string pml = env("OMPI_MCA_pml");
+    if ((tcp_only || no_shm) && (pml.empty() || pml == "ob1")) return true;
+    *why_not = "Open MPI may use shared memory or a non-socket network (run with --mca btl "
+               "tcp,self --mca pml ob1 to measure)";
+    return false;
+  }
+  if (env("NCCL_P2P_DISABLE") == "1" && env("NCCL_SHM_DISABLE") == "1" &&
+      env("NCCL_NET") == "Socket")
+    return true;
+  *why_not = "NCCL moves data over NVLink/PCIe/shared memory (set NCCL_P2P_DISABLE=1 "
+             "NCCL_SHM_DISABLE=1 NCCL_NET=Socket to measure over sockets)";
+  return false;
+}
+
+}  // namespace zb

@@ -1,0 +1,57 @@
+// Traffic: the log of collectives issued, their ideal ring wire bytes, and bytes measured
+// at the transport by the kernel rather than by our own arithmetic.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.h"
+
+namespace zb {
+
+enum class Coll { all_reduce, reduce_scatter, all_gather };
+const char* coll_name(Coll op);
+bool parse_coll(const std::string& text, Coll* out);
+
+// One collective as issued. `count` is the full buffer in elements: the all-reduce's
+// vector, the reduce-scatter's input, the all-gather's output (the nccl-tests convention).
+struct CollRecord {
+  Coll op;
+  uint64_t count;
+  DType dtype;
+  uint64_t bytes() const { return count * dtype_size(dtype); }
+};
+
+// nccl-tests' bus-bandwidth factors: 2(N-1)/N for all-reduce, (N-1)/N for the others.
+double busbw_factor(Coll op, int ranks);
+// Bytes one rank sends under a ring algorithm: busbw_factor x full buffer bytes.
+double ideal_wire_bytes(Coll op, uint64_t bytes, int ranks);
+// Elements of the full vector a collective counts for, the way the ZeRO paper counts
+// volume: an all-reduce is a reduce-scatter plus an all-gather, so it counts twice.
+double volume_elements(const CollRecord& rec);
+
+class TrafficLog {
+ public:
+  void add(const CollRecord& rec) { records_.push_back(rec); }
+  void clear() { records_.clear(); }
+  const std::vector<CollRecord>& records() const { return records_; }
+  double volume_elements() const;
+  double ideal_wire_bytes(int ranks) const;
+
+ private:
+  std::vector<CollRecord> records_;
+};
+
+// Bytes this process has handed to write()/writev() so far (`wchar` in /proc/self/io):
+// over a socket transport that is exactly what a rank puts on the wire. Returns -1 when
+// the counter cannot be read.
+int64_t process_write_bytes();
+
+// Whether the backend's data goes through sockets, so process_write_bytes() measures it.
+// mpi: Open MPI restricted to the tcp BTL (OMPI_MCA_btl=tcp,self or ^vader/^sm) or a
+// single rank; nccl: NCCL's socket transport (NCCL_P2P_DISABLE, NCCL_SHM_DISABLE and
+// NCCL_NET=Socket all set). Anything else moves data through memory the kernel never sees.
+bool socket_transport(const std::string& backend, int ranks, std::string* why_not);
+
+}  // namespace zb
