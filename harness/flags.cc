@@ -195,7 +195,7 @@ Status Flags::parse(int argc, char** argv, std::vector<std::string>* passthrough
       *help_requested = true;
       continue;
     }
-    if (arg.rfind("--benchmark_", 0) == 0) {
+    if (benchmark_flags_ && arg.rfind("--benchmark_", 0) == 0) {
       passthrough->push_back(arg);
       continue;
     }
@@ -230,7 +230,8 @@ Status Flags::parse(int argc, char** argv, std::vector<std::string>* passthrough
 
 std::string Flags::usage() const {
   std::ostringstream out;
-  out << "usage: " << program_ << " [flags] [--benchmark_* flags of Google Benchmark]\n";
+  out << "usage: " << program_ << " [flags]"
+      << (benchmark_flags_ ? " [--benchmark_* flags of Google Benchmark]" : "") << "\n";
   if (!summary_.empty()) out << summary_ << "\n";
   out << "\nflags:\n";
   for (const auto& f : flags_) {

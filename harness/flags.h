@@ -35,6 +35,8 @@ class Flags {
   Status parse(int argc, char** argv, std::vector<std::string>* passthrough, bool* help_requested);
 
   std::string usage() const;
+  // Programs that run no benchmark (zb_plan) reject --benchmark_* instead of passing it on.
+  void allow_benchmark_flags(bool allow) { benchmark_flags_ = allow; }
   const std::string& program() const { return program_; }
 
  private:
@@ -45,6 +47,7 @@ class Flags {
   };
   void add(Flag flag);
   std::string program_, summary_;
+  bool benchmark_flags_ = true;
   std::vector<Flag> flags_;
 };
 

@@ -1,0 +1,142 @@
+// zb_plan: memory and DP traffic per GPU for a model and a TP/PP/EP/DP layout, running nothing.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "harness/files.h"
+#include "harness/flags.h"
+#include "harness/plan.h"
+#include "harness/state_formula.h"
+#include "kernels/dtype.h"
+
+namespace {
+
+struct Options {
+  double params = 0;
+  std::string dp_text, json_path;
+  int64_t world = 0, tp = 1, pp = 1, ep = 1;
+  double expert_fraction = 0;
+  std::string optimizer = "adam", grad_dtype = "bf16";
+  std::vector<std::string> stages = zb::stage_names();
+};
+
+zb::Status parse_dp_list(const std::string& text, std::vector<int64_t>* out) {
+  for (const std::string& item : zb::split(text, ',')) {
+    int64_t v = 0;
+    if (!zb::parse_int(item, &v) || v < 1 || v > zb::kMaxDegree)
+      return zb::Status::error("--dp: '" + item + "' is not a degree in [1, " +
+                               std::to_string(zb::kMaxDegree) +
+                               "]; give N or a comma list like 1,2,4,8");
+    for (int64_t seen : *out)
+      if (seen == v) return zb::Status::error("--dp: " + item + " given twice");
+    out->push_back(v);
+  }
+  if (out->empty()) return zb::Status::error("--dp needs a value, e.g. --dp=8 or --dp=1,2,4,8");
+  return zb::Status::ok();
+}
+
+// The dp degrees to plan: from --dp, from --world, or from both when they agree.
+zb::Status resolve_dps(const Options& o, std::vector<int64_t>* dps) {
+  if (o.dp_text.empty() && o.world == 0)
+    return zb::Status::error("needs --dp=N (or a list 1,2,4,...) or --world=W; see --help");
+  if (!o.dp_text.empty()) ZB_RETURN_IF_ERROR(parse_dp_list(o.dp_text, dps));
+  if (o.world == 0) return zb::Status::ok();
+  int64_t dp_of_world = 0;
+  ZB_RETURN_IF_ERROR(zb::dp_from_world(o.world, o.tp, o.pp, &dp_of_world));
+  if (dps->empty()) {
+    dps->push_back(dp_of_world);
+  } else if (dps->size() > 1) {
+    return zb::Status::error("--world fixes a single dp; give one --dp value or leave --world out");
+  } else if (dps->front() != dp_of_world) {
+    return zb::Status::error("--world=" + std::to_string(o.world) + " is not tp*pp*dp = " +
+                             std::to_string(o.tp) + "*" + std::to_string(o.pp) + "*" +
+                             std::to_string(dps->front()) + " = " +
+                             std::to_string(o.tp * o.pp * dps->front()) +
+                             "; make them equal or leave one of --world and --dp out");
+  }
+  return zb::Status::ok();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  zb::Flags flags("zb_plan",
+                  "Memory and data-parallel traffic per GPU for each ZeRO stage of a model under\n"
+                  "a TP/PP/EP/DP layout, from the formulas zb_zero verifies. Runs nothing.\n"
+                  "The ZeRO sharding factor is dp (experts: dp/ep), not the world size.");
+  flags.add_double("params", &o.params, "parameters in the whole model, e.g. 7e9", 1, 1e18);
+  flags.add_string("dp", &o.dp_text, "data-parallel degree N, or a list 1,2,4,8 for a curve");
+  flags.add_int("world", &o.world, "world size; must equal tp*pp*dp (gives dp when --dp is absent)",
+                1, int64_t(1) << 60);
+  flags.add_int("tp", &o.tp, "tensor-parallel degree", 1, zb::kMaxDegree);
+  flags.add_int("pp", &o.pp, "pipeline-parallel degree", 1, zb::kMaxDegree);
+  flags.add_int("ep", &o.ep, "expert-parallel degree, carved out of dp (must divide dp)", 1,
+                zb::kMaxDegree);
+  flags.add_double("expert-fraction", &o.expert_fraction,
+                   "share of params in expert weights (split over ep)", 0, 1);
+  flags.add_choice("optimizer", &o.optimizer, "adam (12 bytes/param) or momentum (8)",
+                   {"adam", "momentum"});
+  flags.add_choice("grad-dtype", &o.grad_dtype, "gradient dtype", {"bf16", "fp32"});
+  flags.add_list("stages", &o.stages, "stages to plan", zb::stage_names());
+  flags.add_string("json", &o.json_path, "also write the rows as JSON to this path");
+  flags.allow_benchmark_flags(false);
+
+  std::vector<std::string> passthrough;
+  bool help = false;
+  zb::Status s = flags.parse(argc, argv, &passthrough, &help);
+  if (help) {
+    std::cout << flags.usage();
+    return 0;
+  }
+  if (s && o.params == 0) s = zb::Status::error("needs --params=N (e.g. --params=7e9)");
+  std::vector<int64_t> dps;
+  if (s) s = resolve_dps(o, &dps);
+
+  zb::Layout layout;
+  layout.params = o.params;
+  layout.tp = o.tp, layout.pp = o.pp, layout.ep = o.ep;
+  layout.expert_fraction = o.expert_fraction;
+  if (s) s = zb::parse_optimizer(o.optimizer, &layout.optimizer);
+  if (s && !zb::parse_dtype(o.grad_dtype, &layout.grad_dtype))
+    s = zb::Status::error("--grad-dtype='" + o.grad_dtype + "' is not allowed; use bf16|fp32");
+  std::vector<zb::Stage> stages;
+  for (const std::string& name : o.stages) {
+    zb::Stage st{};
+    if (s) s = zb::parse_stage(name, &st);
+    stages.push_back(st);
+  }
+
+  // Every layout is checked before anything is printed, so a bad entry in a
+  // --dp list gives one error line and no partial table.
+  std::vector<std::vector<zb::PlanRow>> tables;
+  for (int64_t dp : dps) {
+    if (!s) break;
+    layout.dp = dp;
+    s = zb::check_layout(layout);
+    if (!s) break;
+    std::vector<zb::PlanRow> rows;
+    for (zb::Stage st : stages) rows.push_back(zb::plan_row(layout, st));
+    tables.push_back(rows);
+  }
+  if (!s) {
+    std::cerr << "zb_plan: " << s.message() << "\n";
+    return 2;
+  }
+
+  std::cout << zb::format_plan_header(layout);
+  std::vector<zb::PlanRow> all_rows;
+  for (const auto& rows : tables) {
+    std::cout << zb::format_plan_table(rows);
+    all_rows.insert(all_rows.end(), rows.begin(), rows.end());
+  }
+  std::cout.flush();
+  if (!o.json_path.empty()) {
+    s = zb::write_file_atomically(o.json_path, zb::plan_json(layout, all_rows));
+    if (!s) {
+      std::cerr << "zb_plan: " << s.message() << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}

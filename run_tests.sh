@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Builds zerobench in both configurations (CUDA when nvcc is here, and -DZB_CUDA=OFF) and
+# runs every test through ctest: unit tests, multi-rank runs under mpirun, the plots tool.
+# Extra arguments go to ctest (for example -R mpi. or --output-on-failure).
+set -euo pipefail
+cd "$(dirname "$0")"
+tools/install_deps.sh
+tools/build.sh build
+tools/build.sh build-nocuda -DZB_CUDA=OFF
+ctest --test-dir build --output-on-failure -j "$(nproc 2>/dev/null || echo 2)" "$@"

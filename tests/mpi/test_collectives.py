@@ -1,0 +1,122 @@
+"""zb_collectives at 2, 3 and 4 ranks: correctness, counters, measured wire bytes, faults."""
+import subprocess
+import time
+
+import pytest
+
+from zbrun import ENV, TCP_RING, benchmarks, binary, is_nan, mpirun, run_json
+
+COUNTERS = ["ranks", "bytes", "algbw_GBps", "busbw_GBps", "wrong", "wire_bytes_ideal",
+            "wire_bytes_measured"]
+OPS = ["all_reduce", "reduce_scatter", "all_gather"]
+
+
+@pytest.mark.parametrize("np", [2, 3, 4])
+@pytest.mark.parametrize("dtype,elem", [("bf16", 2), ("fp32", 4)])
+def test_every_op_correct_at_odd_counts(np, dtype, elem):
+    # 1001 elements: odd, and divisible by none of 2, 3, 4; 7 elements: smaller than a
+    # ring's step count per rank at 4 ranks after padding.
+    for count in (7, 1001):
+        data, proc = run_json(np, "zb_collectives",
+                              [f"--min-bytes={count * elem}", f"--max-bytes={count * elem}",
+                               f"--dtype={dtype}", "--iters=2", "--warmup=1"])
+        runs = benchmarks(data)
+        assert len(runs) == 3, proc.stdout
+        for name, b in runs.items():
+            op = name.split("/")[0]
+            assert b["wrong"] == 0, name
+            assert b["ranks"] == np
+            padded = count if op == "all_reduce" else -(-count // np) * np
+            assert b["bytes"] == padded * elem, name
+            assert name == f"{op}/bytes:{padded * elem}/dtype:{dtype}"
+            for c in COUNTERS:
+                assert c in b, (name, c)
+        assert data["context"]["world_size"] == str(np)
+        assert data["context"]["backend"] == "mpi"
+
+
+def test_json_counters_and_busbw_factors():
+    data, _ = run_json(3, "zb_collectives", ["--min-bytes=64K", "--max-bytes=256K",
+                                            "--step-factor=4", "--iters=2", "--warmup=0"])
+    runs = benchmarks(data)
+    assert len(runs) == 6
+    for name, b in runs.items():
+        op = name.split("/")[0]
+        factor = 2 * 2 / 3 if op == "all_reduce" else 2 / 3
+        assert b["busbw_GBps"] == pytest.approx(b["algbw_GBps"] * factor, rel=1e-9)
+        assert b["wire_bytes_ideal"] == pytest.approx(b["bytes"] * factor, rel=1e-12)
+        # Shared memory moves the data here: nothing on a socket to measure.
+        assert is_nan(b["wire_bytes_measured"])
+        for key in ("library", "mpi_library", "host", "cpu_model", "git_revision"):
+            assert data["context"].get(key), key
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_measured_wire_bytes_match_ring_ideal_over_tcp(dtype):
+    data, proc = run_json(4, "zb_collectives",
+                          ["--min-bytes=4M", "--max-bytes=8M", "--iters=2", "--warmup=1",
+                           f"--dtype={dtype}"], mca=TCP_RING)
+    runs = benchmarks(data)
+    assert {n.split("/")[0] for n in runs} == set(OPS)
+    for name, b in runs.items():
+        assert b["bytes"] >= 4 << 20
+        assert not is_nan(b["wire_bytes_measured"]), name
+        ratio = b["wire_bytes_measured"] / b["wire_bytes_ideal"]
+        assert abs(ratio - 1) < 0.02, (name, ratio)
+        assert b["wrong"] == 0
+
+
+def test_skipped_collective_times_out_naming_the_op():
+    start = time.monotonic()
+    proc = mpirun(3, "zb_collectives", ["--ops=all_gather", "--min-bytes=64K", "--max-bytes=64K",
+                                        "--iters=3", "--warmup=1", "--timeout=2",
+                                        "--fault-skip=1:2"], timeout=120)
+    elapsed = time.monotonic() - start
+    assert proc.returncode != 0
+    assert elapsed < 60
+    lines = [l for l in proc.stderr.splitlines() if "zb_collectives: error: timeout" in l]
+    assert lines, proc.stderr
+    # 32768 elements padded to 32769 so 3 ranks hold equal blocks.
+    assert "all_gather of 65538 bytes (bf16)" in lines[0]
+    assert "rank " in lines[0]
+
+
+def test_corrupted_input_is_counted_wrong_and_fails():
+    data, proc = run_json(2, "zb_collectives", ["--ops=all_reduce", "--min-bytes=4K",
+                                               "--max-bytes=4K", "--iters=2",
+                                               "--fault-corrupt=1"], expect_rc=1)
+    b = benchmarks(data)["all_reduce/bytes:4096/dtype:bf16"]
+    assert b["wrong"] >= 1
+    assert "wrong" in proc.stderr
+
+
+BAD = [["--ops=all_to_all"], ["--dtype=fp16"], ["--min-bytes=0"], ["--min-bytes=4Q"],
+       ["--step-factor=0.5"], ["--iters=0"], ["--timeout=-1"], ["--backend=gloo"],
+       ["--min-bytes=8K", "--max-bytes=4K"], ["--fault-skip=x"], ["--frobnicate"], ["extra"],
+       ["--benchmark_nonsense=1"]]
+
+
+@pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))
+def test_bad_flags_exit_2_with_one_line(args):
+    proc = subprocess.run([binary("zb_collectives"), *args], env=ENV, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert proc.stdout == ""
+
+
+def test_nccl_without_gpu_is_one_clear_line():
+    proc = subprocess.run([binary("zb_collectives"), "--backend=nccl"], env=ENV,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "nccl" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_help_documents_every_flag():
+    proc = subprocess.run([binary("zb_collectives"), "--help"], env=ENV, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0
+    for flag in ("--ops", "--min-bytes", "--max-bytes", "--step-factor", "--dtype", "--iters",
+                 "--warmup", "--check", "--backend", "--json", "--timeout"):
+        assert flag in proc.stdout

@@ -1,0 +1,56 @@
+"""Launching zerobench binaries under mpirun for the multi-rank tests."""
+import json
+import math
+import os
+import subprocess
+import tempfile
+
+BIN = os.environ.get("ZB_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin"))
+
+# Open MPI refuses root without these; more ranks than cores needs --oversubscribe.
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+
+# Socket transport and the ring algorithms: what makes measured wire bytes comparable.
+TCP_RING = ["--mca", "btl", "tcp,self", "--mca", "pml", "ob1",
+            "--mca", "coll_tuned_use_dynamic_rules", "1",
+            "--mca", "coll_tuned_allreduce_algorithm", "4",
+            "--mca", "coll_tuned_reduce_scatter_algorithm", "3",
+            "--mca", "coll_tuned_allgather_algorithm", "4"]
+
+
+def binary(name):
+    return os.path.join(BIN, name)
+
+
+def mpirun(np, program, args, mca=(), timeout=600):
+    """Runs `program` on `np` ranks; returns the CompletedProcess."""
+    cmd = ["mpirun", "-np", str(np), "--oversubscribe", *mca, binary(program), *args]
+    return subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def run_json(np, program, args, mca=(), expect_rc=0, timeout=600):
+    """Runs with --json into a temporary file and returns (json, process)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "out.json")
+        proc = mpirun(np, program, [*args, f"--json={path}"], mca=mca, timeout=timeout)
+        assert proc.returncode == expect_rc, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        data = None
+        if os.path.exists(path):
+            with open(path) as f:
+                data = json.load(f)
+        return data, proc
+
+
+def benchmarks(data):
+    """name without the /iterations:... suffix -> benchmark entry (iteration rows only)."""
+    out = {}
+    for b in data["benchmarks"]:
+        if b.get("run_type", "iteration") != "iteration":
+            continue
+        out[b["run_name"].split("/iterations:")[0]] = b
+    return out
+
+
+def is_nan(x):
+    return isinstance(x, float) and math.isnan(x)

@@ -1,0 +1,105 @@
+// Flag parsing: values, ranges, lists and every kind of bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "harness/flags.h"
+#include "harness/sweep.h"
+#include "kernels/pattern.h"
+
+namespace {
+
+struct Parsed {
+  bool check = true;
+  int64_t iters = 20;
+  double factor = 2;
+  uint64_t bytes = 1024;
+  std::string dtype = "bf16";
+  std::vector<std::string> ops{"a"};
+};
+
+zb::Status parse(std::vector<std::string> args, Parsed* p, bool* help = nullptr) {
+  zb::Flags f("prog");
+  f.add_bool("check", &p->check, "");
+  f.add_int("iters", &p->iters, "", 1, 100);
+  f.add_double("step-factor", &p->factor, "", 1.0, 64);
+  f.add_bytes("min-bytes", &p->bytes, "", 1);
+  f.add_choice("dtype", &p->dtype, "", {"bf16", "fp32"});
+  f.add_list("ops", &p->ops, "", {"a", "b", "c"});
+  std::vector<char*> argv{const_cast<char*>("prog")};
+  for (auto& a : args) argv.push_back(a.data());
+  std::vector<std::string> pass;
+  bool h = false;
+  zb::Status s = f.parse(int(argv.size()), argv.data(), &pass, &h);
+  if (help) *help = h;
+  return s;
+}
+
+}  // namespace
+
+TEST(Flags, GoodValues) {
+  Parsed p;
+  ASSERT_TRUE(parse({"--no-check", "--iters=7", "--step-factor", "4", "--min-bytes=4M",
+                     "--dtype=fp32", "--ops=c,a", "--benchmark_filter=x"}, &p));
+  EXPECT_FALSE(p.check);
+  EXPECT_EQ(p.iters, 7);
+  EXPECT_EQ(p.factor, 4);
+  EXPECT_EQ(p.bytes, 4u << 20);
+  EXPECT_EQ(p.dtype, "fp32");
+  EXPECT_EQ(p.ops, (std::vector<std::string>{"c", "a"}));
+}
+
+TEST(Flags, ByteSuffixes) {
+  uint64_t v = 0;
+  ASSERT_TRUE(zb::parse_bytes("64K", &v));
+  EXPECT_EQ(v, 65536u);
+  ASSERT_TRUE(zb::parse_bytes("1GiB", &v));
+  EXPECT_EQ(v, 1ull << 30);
+  ASSERT_TRUE(zb::parse_bytes("1.5M", &v));
+  EXPECT_EQ(v, 3u << 19);
+  EXPECT_FALSE(zb::parse_bytes("12Q", &v));
+  EXPECT_FALSE(zb::parse_bytes("-4", &v));
+  EXPECT_FALSE(zb::parse_bytes("0.5", &v));
+}
+
+TEST(Flags, EveryBadInputIsAnError) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--iters=0"},     {"--iters=101"},       {"--iters=ten"},       {"--iters"},
+      {"--step-factor=0.5"}, {"--step-factor=nan"}, {"--min-bytes=0"}, {"--min-bytes=4X"},
+      {"--dtype=fp16"},  {"--ops=a,d"},         {"--ops=a,a"},        {"--ops="},
+      {"--check=maybe"}, {"--no-check=1"},      {"--unknown=1"},      {"stray"},
+  };
+  for (const auto& args : bad) {
+    Parsed p;
+    zb::Status s = parse(args, &p);
+    EXPECT_FALSE(s) << args[0];
+    EXPECT_FALSE(s.message().empty());
+    EXPECT_EQ(s.message().find('\n'), std::string::npos) << "one line: " << s.message();
+  }
+}
+
+TEST(Flags, HelpIsRequestedNotAnError) {
+  Parsed p;
+  bool help = false;
+  ASSERT_TRUE(parse({"--help"}, &p, &help));
+  EXPECT_TRUE(help);
+}
+
+TEST(Sweep, GeometricWithMaxIncluded) {
+  EXPECT_EQ(zb::size_sweep(1024, 8192, 2), (std::vector<uint64_t>{1024, 2048, 4096, 8192}));
+  EXPECT_EQ(zb::size_sweep(1000, 5000, 4), (std::vector<uint64_t>{1000, 4000, 5000}));
+  EXPECT_EQ(zb::size_sweep(64, 64, 2), (std::vector<uint64_t>{64}));
+  EXPECT_TRUE(zb::size_sweep(65, 64, 2).empty());
+}
+
+TEST(Pattern, SumsStayExactInBf16) {
+  for (int ranks : {1, 2, 3, 4, 64, 65, 1000})
+    for (uint64_t i = 0; i < 300; ++i) {
+      double s = zb::pattern_sum(i, ranks);
+      EXPECT_LE(std::abs(s), 128.0) << ranks;
+      EXPECT_EQ(s, std::floor(s));
+    }
+  // Values depend on both rank and index, so a shifted or swapped block is caught.
+  EXPECT_NE(zb::pattern_value(0, 0, 4), zb::pattern_value(1, 0, 4));
+  EXPECT_NE(zb::pattern_value(0, 0, 4), zb::pattern_value(0, 1, 4));
+}

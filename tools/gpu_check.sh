@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One prepared run of every GPU path on a machine with one GPU: builds the CUDA
+# configuration and checks each path at one rank. Prints PASS/FAIL per check; exit 1 if any
+# failed. Must finish in under 5 minutes on one GPU.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+out=${OUT:-/tmp/zb_gpu_check}
+mkdir -p "$out"
+fails=0
+check() {  # check NAME COMMAND...: runs it, logs it, prints the verdict
+  local name=$1
+  shift
+  local t0=$SECONDS
+  if "$@" >"$out/$name.log" 2>&1; then
+    echo "PASS $name ($((SECONDS - t0)) s)"
+  else
+    echo "FAIL $name ($((SECONDS - t0)) s): see $out/$name.log"
+    tail -n 20 "$out/$name.log"
+    fails=$((fails + 1))
+  fi
+}
+
+nvidia-smi -L || { echo "FAIL no GPU visible"; exit 1; }
+tools/install_deps.sh || exit 1
+check build tools/build.sh build-gpu -DZB_CUDA=ON -DBUILD_TESTING=ON
+bin=build-gpu/bin
+
+# Collectives over NCCL at one rank: every size of every op checked element by element.
+check nccl_collectives "$bin/zb_collectives" --backend=nccl --min-bytes=1K --max-bytes=256M \
+  --step-factor=4 --iters=10 --warmup=3 --json="$out/collectives.json"
+grep -A 40 '^# zb_collectives' "$out/nccl_collectives.log"
+
+# CUDA kernels against their CPU references (the unit tests skip these without a GPU).
+check cuda_unit_tests "$bin/zb_unit_tests" --gtest_filter='*Cuda*:*CUDA*:*Gpu*:*GPU*'
+
+echo "gpu_check: $fails failure(s); logs in $out"
+exit $((fails > 0))
