@@ -1,0 +1,146 @@
+"""Decides, metric by metric, whether a benchmark regressed between baseline and current."""
+
+import math
+import statistics
+from dataclasses import dataclass
+
+# Counters that follow from the configuration alone: any change is a bug.
+EXACT = {"wrong", "volume_psi", "bytes_per_param", "bytes_per_param_formula",
+         "params", "ranks", "wire_bytes_ideal"}
+EXACT_REL_TOL = 1e-9
+
+# The significance test needs this many repetitions on both sides to mean anything.
+MIN_REPS_FOR_TEST = 5
+ALPHA = 0.05
+
+# Verdicts that make the comparator exit 1.
+FAILING = {"REGRESSION", "MISMATCH", "MISSING", "ERROR"}
+
+
+def kind(metric):
+    """"exact", "lower" (time: lower is better), "higher", or None (not compared)."""
+    if metric in EXACT:
+        return "exact"
+    if (metric == "GBps" or metric.endswith("_GBps") or metric.endswith("params_per_s")
+            or metric.endswith("frac_of_limit") or metric.endswith("overlap_eff")):
+        # Checked before "_s" because params_per_s also ends in "_s".
+        return "higher"
+    if metric == "real_time" or metric.endswith("_s"):
+        return "lower"
+    return None
+
+
+@dataclass
+class Row:
+    """One line of the report."""
+    benchmark: str
+    metric: str
+    baseline: float
+    current: float
+    change: float  # relative, (current - baseline) / baseline; NaN when undefined
+    verdict: str
+    note: str = ""
+
+    @property
+    def fails(self):
+        return self.verdict in FAILING
+
+
+def _clean(values):
+    return [v for v in values if not math.isnan(v)]
+
+
+def _median(values):
+    vals = _clean(values)
+    return statistics.median(vals) if vals else math.nan
+
+
+def _same(a, b):
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return math.isclose(a, b, rel_tol=EXACT_REL_TOL, abs_tol=0.0)
+
+
+def _relative(base, cur):
+    if math.isnan(base) or math.isnan(cur):
+        return math.nan
+    if base == 0:
+        return 0.0 if cur == 0 else math.copysign(math.inf, cur)
+    return (cur - base) / abs(base)
+
+
+def compare_exact(bench, metric, base_vals, cur_vals):
+    """Every current repetition must equal the baseline's value."""
+    base = base_vals[0]
+    cur = next((v for v in cur_vals if not _same(base, v)), cur_vals[0])
+    ok = all(_same(base, v) for v in cur_vals) and all(_same(base, v) for v in base_vals)
+    return Row(bench, metric, base, cur, _relative(base, cur), "ok" if ok else "MISMATCH")
+
+
+def _significant(base_vals, cur_vals, worse_is_greater):
+    """One-sided Mann-Whitney U: is current stochastically worse than baseline?"""
+    from scipy.stats import mannwhitneyu
+    alternative = "greater" if worse_is_greater else "less"
+    try:
+        p = mannwhitneyu(cur_vals, base_vals, alternative=alternative).pvalue
+    except ValueError:
+        return False, math.nan
+    if math.isnan(p):
+        return False, p
+    return p < ALPHA, p
+
+
+def compare_timed(bench, metric, base_vals, cur_vals, threshold, gated):
+    """Median against median with a relative threshold, plus significance when samples allow."""
+    lower_better = kind(metric) != "higher"
+    b, c = _clean(base_vals), _clean(cur_vals)
+    base, cur = _median(b), _median(c)
+    change = _relative(base, cur)
+    if not b or not c:
+        return Row(bench, metric, base, cur, change, "n/a", "no finite samples")
+    worse = change if lower_better else -change
+    if worse <= threshold:
+        verdict = "improved" if -worse > threshold else "ok"
+        return Row(bench, metric, base, cur, change, verdict)
+    note = ""
+    if len(b) >= MIN_REPS_FOR_TEST and len(c) >= MIN_REPS_FOR_TEST:
+        sig, p = _significant(b, c, worse_is_greater=lower_better)
+        note = f"p={p:.3g}"
+        if not sig:
+            return Row(bench, metric, base, cur, change, "not significant", note)
+    else:
+        note = f"n={len(b)}/{len(c)}, no test"
+    if not gated:
+        return Row(bench, metric, base, cur, change, "worse (not gated)", note)
+    return Row(bench, metric, base, cur, change, "REGRESSION", note)
+
+
+def compare_benchmark(bench, base_runs, cur_runs, threshold, gate):
+    """All report rows for one benchmark present on both sides."""
+    metrics = ["real_time"]
+    for r in base_runs + cur_runs:
+        metrics += [m for m in r.counters if m not in metrics]
+    rows = []
+    for metric in metrics:
+        k = kind(metric)
+        if k is None:
+            continue
+        in_base = metric == "real_time" or any(metric in r.counters for r in base_runs)
+        in_cur = metric == "real_time" or any(metric in r.counters for r in cur_runs)
+        gated = k == "exact" or gate == "all"
+        if not in_cur:
+            rows.append(Row(bench, metric, _median([r.value(metric) for r in base_runs]),
+                            math.nan, math.nan, "MISSING" if gated else "missing",
+                            "metric gone from current"))
+            continue
+        if not in_base:
+            rows.append(Row(bench, metric, math.nan,
+                            _median([r.value(metric) for r in cur_runs]), math.nan, "new"))
+            continue
+        base_vals = [r.value(metric) for r in base_runs]
+        cur_vals = [r.value(metric) for r in cur_runs]
+        if k == "exact":
+            rows.append(compare_exact(bench, metric, base_vals, cur_vals))
+        else:
+            rows.append(compare_timed(bench, metric, base_vals, cur_vals, threshold, gated))
+    return rows

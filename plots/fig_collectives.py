@@ -1,0 +1,50 @@
+"""Figure: bus bandwidth of each collective against message size (collectives.json)."""
+
+import gbjson
+import figstyle as fs
+
+OP_ORDER = ["all_reduce", "reduce_scatter", "all_gather"]
+
+
+def _size(pick):
+    """Message size in bytes: the C++ counter, else the name's bytes:N segment."""
+    v = pick.value("bytes")
+    if fs.finite(v):
+        return v
+    n = gbjson.number(pick.params.get("bytes"))
+    return n if n is not None else float("nan")
+
+
+def _op_rank(op):
+    return (OP_ORDER.index(op) if op in OP_ORDER else len(OP_ORDER), op)
+
+
+def busbw(runs, outdir):
+    picks = [p for p in gbjson.representative(runs).values()
+             if fs.finite(p.value("busbw_GBps"), _size(p)) and _size(p) > 0]
+    if not picks:
+        raise fs.NoData("no benchmark with busbw_GBps and a message size")
+    keys = fs.varying(picks, exclude=("bytes",))
+    series = {}
+    for p in picks:
+        series.setdefault((_op_rank(p.family), fs.label(p, keys, p.family)), []).append(p)
+
+    fig, ax = fs.new_figure()
+    rows, xs = [], []
+    for i, ((_, name), members) in enumerate(sorted(series.items())):
+        members.sort(key=_size)
+        x = [_size(p) for p in members]
+        y = [p.value("busbw_GBps") for p in members]
+        ax.plot(x, y, label=name, **fs.line_style(i))
+        xs += x
+        rows += [[p.name, name, _size(p), p.value("busbw_GBps")] for p in members]
+    fs.log2_axis(ax, "x", xs, fs.bytes_formatter())
+    ax.set_xlabel("message size (bytes, log2)")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.set_ylim(bottom=0)
+    ranks = {p.value("ranks") for p in picks}
+    if len(ranks) == 1 and fs.finite(*ranks):
+        ax.set_title(f"{int(next(iter(ranks)))} ranks")
+    ax.legend()
+    return fs.save(fig, outdir, "collectives_busbw",
+                   ["benchmark", "series", "bytes", "busbw_GBps"], rows)

@@ -1,0 +1,96 @@
+"""Figure: timeline of compute and communication spans per rank (Chrome trace, trace*.json)."""
+
+import matplotlib.patches as mpatches
+from matplotlib.ticker import FuncFormatter
+
+import gbjson
+import figstyle as fs
+
+# Greyscale-safe looks per track kind: the hatch alone tells them apart.
+LOOK = {
+    "compute": {"facecolors": "0.75", "hatch": ""},
+    "comm": {"facecolors": "white", "hatch": "////"},
+    "other": {"facecolors": "0.4", "hatch": "...."},
+}
+# Past this many spans the bars are a few pixels wide, hatches vanish and
+# drawing them takes minutes; grey levels alone keep the kinds apart then.
+DENSE = 2000
+LOOK_DENSE = {
+    "compute": {"facecolors": "0.7", "hatch": ""},
+    "comm": {"facecolors": "0.1", "hatch": ""},
+    "other": {"facecolors": "0.45", "hatch": ""},
+}
+LEGEND = {"compute": "compute", "comm": "communication", "other": "other"}
+
+
+def check(path, doc):
+    """Raises InputError unless doc is a Chrome trace (object with traceEvents, or an array)."""
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(events, list):
+        raise gbjson.InputError(f"{path}: not a Chrome trace (no 'traceEvents' list)")
+
+
+def _events(doc):
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    return [e for e in events if isinstance(e, dict)]
+
+
+def _num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and fs.finite(v)
+
+
+def _key(track):
+    # Ranks are usually integers; anything else sorts after them by its text.
+    return tuple((0, v, "") if _num(v) else (1, 0, str(v)) for v in track)
+
+
+def _kind(tid, thread_name):
+    text = (thread_name or "").lower()
+    if "comm" in text:
+        return "comm"
+    if "compute" in text:
+        return "compute"
+    return {0: "compute", 1: "comm"}.get(tid, "other")
+
+
+def timeline(doc, outdir, stem="timeline"):
+    events = _events(doc)
+    names = {(e.get("pid"), e.get("tid")): (e.get("args") or {}).get("name")
+             for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"
+             and isinstance(e.get("args"), dict)}
+    spans = [e for e in events if e.get("ph") == "X" and _num(e.get("ts"))
+             and _num(e.get("dur")) and e["dur"] >= 0]
+    if not spans:
+        raise fs.NoData("no complete ('X') events with ts and dur")
+    tracks = sorted({(e.get("pid"), e.get("tid")) for e in spans}, key=_key)
+
+    look = LOOK_DENSE if len(spans) > DENSE else LOOK
+    fig, ax = fs.new_figure(height=min(6.0, 0.9 + 0.22 * len(tracks)))
+    rows, kinds, labels = [], set(), []
+    for y, track in enumerate(tracks):
+        kind = _kind(track[1], names.get(track))
+        kinds.add(kind)
+        mine = sorted((e for e in spans if (e.get("pid"), e.get("tid")) == track),
+                      key=lambda e: e["ts"])
+        # Row 0 at the top, the way trace viewers show rank 0 first.
+        ax.broken_barh([(e["ts"], e["dur"]) for e in mine], (-y - 0.4, 0.8),
+                       edgecolor="black", linewidth=0.3 if look is LOOK else 0, **look[kind])
+        labels.append(f"rank {track[0]} {names.get(track) or kind}")
+        rows += [[e.get("pid"), e.get("tid"), kind, e.get("name", ""), e["ts"], e["dur"]]
+                 for e in mine]
+    ax.set_yticks([-y for y in range(len(tracks))])
+    ax.set_yticklabels(labels)
+    ax.grid(axis="y", visible=False)
+    t0 = min(e["ts"] for e in spans)
+    span_us = max(e["ts"] + e["dur"] for e in spans) - t0
+    scale, unit = (1e6, "s") if span_us >= 1e6 else (1e3, "ms") if span_us >= 1e3 else (1, "µs")
+    # The bars keep the trace's own microsecond timestamps; only the tick labels shift to zero.
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{(v - t0) / scale:g}"))
+    ax.set_xlim(t0, t0 + max(span_us, 1) * 1.01)
+    ax.set_xlabel(f"time since first event ({unit})")
+    handles = [mpatches.Patch(facecolor=look[k]["facecolors"], hatch=look[k]["hatch"],
+                              edgecolor="black", linewidth=0.3, label=LEGEND[k])
+               for k in ("compute", "comm", "other") if k in kinds]
+    ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0),
+              ncol=len(handles), borderaxespad=0.2)
+    return fs.save(fig, outdir, stem, ["pid", "tid", "track", "name", "ts_us", "dur_us"], rows)

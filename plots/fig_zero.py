@@ -1,0 +1,89 @@
+"""Figures of one training step per ZeRO stage (zero.json): memory, volume, step time."""
+
+import gbjson
+import figstyle as fs
+
+
+def _stages(runs, *needed):
+    """Benchmarks with a stage and finite values for the needed metrics, in stage order."""
+    picks = [p for p in gbjson.representative(runs).values()
+             if "stage" in p.params and fs.finite(*[p.value(m) for m in needed])]
+    if not picks:
+        raise fs.NoData(f"no stage benchmark with {', '.join(needed)}")
+    picks.sort(key=lambda p: (fs.stage_rank(p.params["stage"]), p.name))
+    keys = fs.varying(picks, exclude=("stage",))
+    labels = [fs.label(p, keys, p.params["stage"]) for p in picks]
+    return picks, labels
+
+
+def _categories(ax, labels):
+    ax.set_xticks(range(len(labels)))
+    long = any(len(t) > 6 for t in labels)
+    ax.set_xticklabels(labels, rotation=30 if long else 0, ha="right" if long else "center")
+    ax.set_xlabel("ZeRO stage")
+    ax.grid(axis="x", visible=False)
+
+
+def _drawn(v):
+    return v if fs.finite(v) else None
+
+
+def bytes_per_param(runs, outdir):
+    picks, labels = _stages(runs, "bytes_per_param")
+    fig, ax = fs.new_figure()
+    measured = [p.value("bytes_per_param") for p in picks]
+    formula = [p.value("bytes_per_param_formula") for p in picks]
+    ax.bar(range(len(picks)), measured, width=0.6, label="measured", **fs.bar_style(0))
+    marked = False
+    for i, f in enumerate(formula):
+        if fs.finite(f):
+            # A short thick tick across the bar: the formula should sit on its top.
+            ax.hlines(f, i - 0.38, i + 0.38, colors="black", linestyles="--", linewidth=1.4,
+                      label=None if marked else "formula", zorder=3)
+            marked = True
+    _categories(ax, labels)
+    ax.set_ylabel("resident bytes per parameter (B)")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    rows = [[p.name, t, m, _drawn(f)] for p, t, m, f in zip(picks, labels, measured, formula)]
+    return fs.save(fig, outdir, "zero_bytes_per_param",
+                   ["benchmark", "bar", "bytes_per_param", "bytes_per_param_formula"], rows)
+
+
+def volume(runs, outdir):
+    picks, labels = _stages(runs, "volume_psi")
+    fig, ax = fs.new_figure()
+    ideal = [p.value("volume_psi") for p in picks]
+    measured = [p.value("volume_psi_measured") for p in picks]
+    xs = range(len(picks))
+    ax.bar([x - 0.2 for x in xs], ideal, width=0.4, label="ideal", **fs.bar_style(0))
+    shown = [(x + 0.2, m) for x, m in zip(xs, measured) if fs.finite(m)]
+    if shown:
+        ax.bar([x for x, _ in shown], [m for _, m in shown], width=0.4, label="measured",
+               **fs.bar_style(1))
+    _categories(ax, labels)
+    ax.set_ylabel("communication volume per rank (Ψ)")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    rows = [[p.name, t, v, _drawn(m)] for p, t, v, m in zip(picks, labels, ideal, measured)]
+    return fs.save(fig, outdir, "zero_volume",
+                   ["benchmark", "bar", "volume_psi", "volume_psi_measured"], rows)
+
+
+def step_time(runs, outdir):
+    picks, labels = _stages(runs, "compute_s", "exposed_comm_s")
+    fig, ax = fs.new_figure()
+    compute = [p.value("compute_s") for p in picks]
+    exposed = [p.value("exposed_comm_s") for p in picks]
+    xs = range(len(picks))
+    ax.bar(xs, compute, width=0.6, label="compute", **fs.bar_style(0))
+    ax.bar(xs, exposed, width=0.6, bottom=compute, label="exposed communication",
+           **fs.bar_style(1))
+    _categories(ax, labels)
+    unit = fs.time_axis(ax.yaxis, [c + e for c, e in zip(compute, exposed)])
+    ax.set_ylabel(f"time per step ({unit})")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    rows = [[p.name, t, c, e] for p, t, c, e in zip(picks, labels, compute, exposed)]
+    return fs.save(fig, outdir, "zero_step_time",
+                   ["benchmark", "bar", "compute_s", "exposed_comm_s"], rows)

@@ -1,0 +1,160 @@
+"""Shared look of every figure (one column, greyscale-safe) and the PNG+PDF+CSV writer."""
+
+import csv
+import math
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on CI machines
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+WIDTH_IN = 3.5  # one column of a two-column paper
+HEIGHT_IN = 2.4
+
+matplotlib.rcParams.update({
+    "font.size": 7, "axes.titlesize": 7, "axes.labelsize": 7, "legend.fontsize": 6,
+    "xtick.labelsize": 6, "ytick.labelsize": 6, "lines.linewidth": 1.0,
+    "lines.markersize": 3.5, "axes.grid": True, "grid.linewidth": 0.4, "grid.alpha": 0.5,
+    "legend.frameon": False, "pdf.fonttype": 42, "ps.fonttype": 42,
+})
+
+# Okabe-Ito colours for screens, but every series also differs in marker and
+# line style so that a greyscale print still tells them apart.
+COLORS = ["#000000", "#E69F00", "#0072B2", "#009E73", "#D55E00", "#CC79A7", "#56B4E9"]
+MARKERS = ["o", "s", "^", "D", "v", "x", "+"]
+LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2)), (0, (8, 2))]
+
+# Bars: grey levels and hatches, so the fill pattern alone identifies a series.
+BAR_FACES = ["0.85", "white", "0.55", "white", "0.35"]
+BAR_HATCHES = ["", "////", "", "xxxx", "...."]
+
+STAGE_ORDER = ["dp", "z1", "z2", "z3"]
+
+
+class NoData(Exception):
+    """The input holds nothing this figure can draw; the figure is skipped."""
+
+
+def line_style(i):
+    """Keyword arguments for the i-th line series."""
+    return {"color": COLORS[i % len(COLORS)], "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+
+
+def bar_style(i):
+    """Keyword arguments for the i-th bar series."""
+    return {"color": BAR_FACES[i % len(BAR_FACES)], "hatch": BAR_HATCHES[i % len(BAR_HATCHES)],
+            "edgecolor": "black", "linewidth": 0.6}
+
+
+def new_figure(height=HEIGHT_IN):
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, height))
+    return fig, ax
+
+
+def stage_rank(stage):
+    """Sort key putting the ZeRO stages in their natural order, unknown ones after."""
+    return (STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER), stage)
+
+
+def finite(*values):
+    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
+
+
+def varying(picks, exclude=()):
+    """Name parameters whose value differs between benchmarks: the ones a label needs."""
+    keys = []
+    for p in picks:
+        keys += [k for k in p.params if k not in keys and k not in exclude]
+    return [k for k in keys if len({p.params.get(k) for p in picks}) > 1]
+
+
+def label(pick, keys, lead=""):
+    parts = [lead] if lead else []
+    parts += [f"{k}:{pick.params[k]}" if pick.params.get(k) else k
+              for k in keys if k in pick.params]
+    return " ".join(parts) or pick.name
+
+
+def _binary(value, units):
+    for i in range(len(units) - 1, -1, -1):
+        scale = 1024.0 ** i
+        if abs(value) >= scale:
+            return f"{value / scale:g} {units[i]}"
+    return f"{value:g} {units[0]}"
+
+
+def bytes_formatter():
+    """Tick labels such as 4 KiB, 16 MiB, 1 GiB."""
+    return FuncFormatter(lambda v, _: _binary(v, ["B", "KiB", "MiB", "GiB", "TiB"]))
+
+
+def count_text(n):
+    """7e9 -> "7B", 1.3e8 -> "130M": parameter counts the way papers write them."""
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g}{suffix}"
+    return f"{n:.3g}"
+
+
+def plain_formatter():
+    """Tick labels as plain numbers (1, 8, 64) instead of powers."""
+    return FuncFormatter(lambda v, _: f"{v:g}")
+
+
+TIME_UNITS = [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")]
+
+
+def time_axis(axis, values):
+    """Labels a seconds axis in s, ms, µs or ns; the data stay in seconds, as in the JSON.
+
+    Returns the unit name for the axis label.
+    """
+    top = max((abs(v) for v in values if finite(v)), default=1.0)
+    scale, unit = next(((s, u) for s, u in TIME_UNITS if top >= s), TIME_UNITS[-1])
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / scale:g}"))
+    return unit
+
+
+def _cell(v):
+    if v is None:
+        return ""  # not drawn (NaN in the input)
+    if isinstance(v, float):
+        return repr(v)  # round-trips exactly, so the CSV equals the JSON
+    return str(v)
+
+
+def save(fig, outdir, stem, header, rows):
+    """Writes stem.png, stem.pdf and stem.csv (the numbers drawn); returns the paths."""
+    os.makedirs(outdir, exist_ok=True)
+    fig.tight_layout(pad=0.3)
+    paths = []
+    for ext in ("png", "pdf"):
+        path = os.path.join(outdir, f"{stem}.{ext}")
+        fig.savefig(path, dpi=300, metadata={"CreationDate": None} if ext == "pdf" else None)
+        paths.append(path)
+    plt.close(fig)
+    path = os.path.join(outdir, f"{stem}.csv")
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows([_cell(v) for v in row] for row in rows)
+    paths.append(path)
+    return paths
+
+
+def log2_axis(ax, which, values, formatter=None, max_ticks=6):
+    """Base-2 log scale on "x" or "y", ticks on whole powers of two, thinned to stay readable."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log", base=2)
+    pos = [v for v in values if finite(v) and v > 0]
+    if not pos:
+        return
+    lo, hi = math.floor(math.log2(min(pos))), math.ceil(math.log2(max(pos)))
+    step = max(1, math.ceil((hi - lo + 1) / max_ticks))
+    axis.set_ticks([2.0 ** e for e in range(lo, hi + 1, step)])
+    axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    if formatter is not None:
+        axis.set_major_formatter(formatter)

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Draws every figure a results folder has data for into RESULTS_DIR/figures (PNG, PDF, CSV)."""
+
+import argparse
+import glob
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import gbjson  # noqa: E402
+import figstyle  # noqa: E402  (selects the Agg backend before any figure module)
+import fig_collectives  # noqa: E402
+import fig_optimizer  # noqa: E402
+import fig_plan  # noqa: E402
+import fig_sweep  # noqa: E402
+import fig_trace  # noqa: E402
+import fig_zero  # noqa: E402
+
+
+def _gb(path, doc):
+    return gbjson.parse_gb(path, doc)[1]
+
+
+def _checked(check):
+    def load(path, doc):
+        check(path, doc)
+        return doc
+    return load
+
+
+# (input file, how to turn its JSON into what the figure takes, figure)
+FIGURES = [
+    ("collectives.json", _gb, fig_collectives.busbw),
+    ("zero.json", _gb, fig_zero.bytes_per_param),
+    ("zero.json", _gb, fig_zero.volume),
+    ("zero.json", _gb, fig_zero.step_time),
+    ("zero_sweep.json", _gb, fig_sweep.exposed_vs_ratio),
+    ("optimizer.json", _gb, fig_optimizer.bandwidth),
+    ("plan.json", _checked(fig_plan.check), fig_plan.memory),
+]
+
+
+def _jobs(results):
+    """([(input name, figure name, draw(outdir))], notes) for figures whose input exists."""
+    jobs, loaded, notes = [], {}, []
+    for fname, convert, draw in FIGURES:
+        path = os.path.join(results, fname)
+        what = f"{draw.__module__}.{draw.__name__}"
+        if not os.path.isfile(path):
+            notes.append(f"skipping {what}: no {fname}")
+            continue
+        if fname not in loaded:
+            loaded[fname] = gbjson.load_json(path)
+        data = convert(path, loaded[fname])
+        jobs.append((fname, what, lambda out, d=data, f=draw: f(d, out)))
+    traces = sorted(glob.glob(os.path.join(glob.escape(results), "trace*.json")))
+    if not traces:
+        notes.append("skipping fig_trace.timeline: no trace*.json")
+    for path in traces:
+        fname = os.path.basename(path)
+        doc = gbjson.load_json(path)
+        fig_trace.check(path, doc)
+        # trace.json -> timeline, trace_z3.json -> timeline_z3
+        stem = "timeline" + fname[len("trace"):-len(".json")]
+        jobs.append((fname, f"fig_trace.timeline ({fname})",
+                     lambda out, d=doc, s=stem: fig_trace.timeline(d, out, s)))
+    return jobs, notes
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("results", metavar="RESULTS_DIR", help="folder written by run_all.sh")
+    args = p.parse_args(argv)
+    if not os.path.isdir(args.results):
+        print(f"zbplot: error: {args.results} is not a folder", file=sys.stderr)
+        return 2
+    try:
+        # Every input is read and checked before anything is drawn, so a bad
+        # file leaves no half-finished figures folder behind.
+        jobs, notes = _jobs(args.results)
+    except gbjson.InputError as e:
+        print(f"zbplot: error: {e}", file=sys.stderr)
+        return 2
+    for note in notes:
+        print(f"zbplot: note: {note}", file=sys.stderr)
+    outdir = os.path.join(args.results, "figures")
+    drawn = 0
+    for fname, what, draw in jobs:
+        try:
+            paths = draw(outdir)
+        except figstyle.NoData as e:
+            print(f"zbplot: note: skipping {what}: {fname}: {e}", file=sys.stderr)
+            continue
+        drawn += 1
+        stem = os.path.splitext(os.path.relpath(paths[0], args.results))[0]
+        print(f"zbplot: wrote {stem}.{{png,pdf,csv}}")
+    if not drawn:
+        print("zbplot: note: no figures drawn", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

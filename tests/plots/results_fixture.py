@@ -1,0 +1,143 @@
+"""Builds small Google Benchmark, zb_plan and trace documents for the plots tests."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+ROOT = os.environ.get("ZB_ROOT") or os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__))))
+PLOTS = os.path.join(ROOT, "plots")
+NAN = math.nan
+
+
+def run_tool(script, *args):
+    """Runs plots/<script> as the user would; returns the CompletedProcess."""
+    return subprocess.run([sys.executable, os.path.join(PLOTS, script), *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def row(name, real_time=1000.0, time_unit="ns", rep=0, reps=1, **counters):
+    """One iteration row, the way Google Benchmark's JSON reporter writes it."""
+    r = {"name": name, "family_index": 0, "per_family_instance_index": 0,
+         "run_name": name, "run_type": "iteration", "repetitions": reps,
+         "repetition_index": rep, "threads": 1, "iterations": 10,
+         "real_time": real_time, "cpu_time": real_time, "time_unit": time_unit}
+    r.update(counters)
+    return r
+
+
+def aggregate(name, agg, real_time, time_unit="ns", **counters):
+    r = row(name, real_time, time_unit, **counters)
+    r.update({"name": f"{name}_{agg}", "run_type": "aggregate", "aggregate_name": agg,
+              "aggregate_unit": "time"})
+    return r
+
+
+def doc(rows):
+    return {"context": {"date": "2025-01-01T00:00:00", "host_name": "testhost",
+                        "executable": "zb_test", "num_cpus": 4},
+            "benchmarks": rows}
+
+
+def write(path, obj):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f)  # NaN is written as NaN, as the C++ driver does
+
+
+def collectives():
+    rows = []
+    for op, factor in (("all_reduce", 1.5), ("reduce_scatter", 0.75), ("all_gather", 0.75)):
+        for k, size in enumerate((4096, 1 << 20, 1 << 24)):
+            algbw = 1.0 + k + factor
+            rows.append(row(f"{op}/bytes:{size}/dtype:bf16", real_time=10.0 + k, time_unit="us",
+                            ranks=4, bytes=size, algbw_GBps=algbw, busbw_GBps=algbw * factor,
+                            wrong=0, wire_bytes_ideal=size * factor,
+                            wire_bytes_measured=NAN if op == "all_gather" else size * factor))
+    return doc(rows)
+
+
+ZERO_STAGES = {"dp": (16.0, 2.0), "z1": (7.0, 2.0), "z2": (5.5, 2.0), "z3": (4.0, 3.0)}
+
+
+def zero():
+    rows = []
+    for i, (stage, (bpp, vol)) in enumerate(ZERO_STAGES.items()):
+        name = f"zero/stage:{stage}/params:1048576/compute:spin:200"
+        common = dict(ranks=4, params=1048576, volume_psi=vol,
+                      volume_psi_measured=NAN if stage == "z3" else vol * 1.01,
+                      bytes_per_param=bpp + 0.125, bytes_per_param_formula=bpp,
+                      step_s=0.012 + i * 0.001, comm_s=0.004, compute_s=0.01,
+                      exposed_comm_s=0.002 + i * 0.001, overlap_eff=0.5, extra_field=7)
+        if stage == "z2":
+            # Three repetitions plus aggregates: the figure must take GB's median row.
+            for rep, t in enumerate((11.0, 13.0, 12.0)):
+                rows.append(row(name, t, "ms", rep=rep, reps=3, **dict(common, step_s=t / 1e3)))
+            rows.append(aggregate(name, "mean", 12.0, "ms", **dict(common, step_s=0.012)))
+            rows.append(aggregate(name, "median", 12.0, "ms",
+                                  **dict(common, step_s=0.0125, compute_s=0.0105)))
+        else:
+            rows.append(row(name, (0.012 + i * 0.001) * 1e3, "ms", **common))
+    return doc(rows)
+
+
+def zero_sweep():
+    rows = []
+    for stage, comm in (("z1", 4e-4), ("z3", 6e-4)):
+        for us in (100, 400, 1600):
+            compute = us * 1e-6
+            rows.append(row(f"zero_sweep/stage:{stage}/compute_us:{us}", compute * 2e6, "us",
+                            ranks=4, compute_s=compute, comm_s=comm,
+                            exposed_comm_s=max(comm - compute, 0.0) + 1e-5,
+                            step_s=compute + comm))
+    return doc(rows)
+
+
+def optimizer():
+    rows = []
+    for impl in ("cpu",):
+        for fam in ("adam", "momentum"):
+            for n in (1 << 20, 1 << 24, 1 << 26):
+                rows.append(row(f"{fam}/params:{n}/grad:bf16/impl:{impl}", n / 1e3, "us",
+                                params_per_s=n * 1e3, GBps=10.0 + n / (1 << 26),
+                                limit_GBps=20.0, frac_of_limit=0.5))
+    rows.append(row("opt_step/stage:z1/params:1048576", 5.0, "ms", reduce_s=0.002,
+                    update_s=0.001, gather_s=0.002, step_s=0.005))
+    return doc(rows)
+
+
+def plan():
+    rows = []
+    for stage, (fixed, sharded) in {"dp": (16, 0), "z1": (4, 12), "z2": (2, 14),
+                                    "z3": (0, 16)}.items():
+        for dp in (1, 8, 64, 512):
+            bpp = fixed + sharded / dp
+            rows.append({"stage": stage, "dp": dp, "tp": 1, "pp": 1, "ep": 1,
+                         "bytes_per_param": bpp, "gb_per_gpu": bpp * 7.0,
+                         "elements_per_step": 7e9, "bytes_per_step": 1.4e10})
+    return {"model": {"params": 7e9, "layers": 32}, "rows": rows}
+
+
+def trace():
+    events = [{"name": "thread_name", "ph": "M", "pid": r, "tid": t,
+               "args": {"name": "compute" if t == 0 else "comm"}}
+              for r in range(2) for t in range(2)]
+    for r in range(2):
+        for k in range(3):
+            events.append({"name": f"layer {k} forward", "ph": "X", "ts": 1000.0 + 300 * k,
+                           "dur": 250.0, "pid": r, "tid": 0, "args": {}})
+            events.append({"name": "all_gather 4.0 MiB", "ph": "X", "ts": 1100.0 + 300 * k,
+                           "dur": 180.0 + r, "pid": r, "tid": 1, "args": {"bytes": 4194304}})
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def results_folder(path):
+    """Writes every input zbplot knows; returns {file name: document}."""
+    docs = {"collectives.json": collectives(), "zero.json": zero(),
+            "zero_sweep.json": zero_sweep(), "optimizer.json": optimizer(),
+            "plan.json": plan(), "trace.json": trace()}
+    os.makedirs(path, exist_ok=True)
+    for name, d in docs.items():
+        write(os.path.join(path, name), d)
+    return docs

@@ -1,0 +1,186 @@
+"""plots/zbplot.py on a crafted results folder: every figure written, CSVs equal the JSON."""
+
+import csv
+import json
+import math
+import os
+
+import pytest
+
+from results_fixture import NAN, doc, results_folder, row, run_tool, write
+
+FIGURES = {
+    "collectives_busbw": "collectives.json",
+    "zero_bytes_per_param": "zero.json",
+    "zero_volume": "zero.json",
+    "zero_step_time": "zero.json",
+    "zero_sweep_exposed": "zero_sweep.json",
+    "optimizer_bandwidth": "optimizer.json",
+    "plan_memory": "plan.json",
+    "timeline": "trace.json",
+}
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("results")
+    docs = results_folder(folder)
+    r = run_tool("zbplot.py", folder)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return folder, docs
+
+
+def read_csv(folder, stem):
+    with open(folder / "figures" / f"{stem}.csv", newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def expected_row(gb_doc, name):
+    """The JSON row a figure should draw: GB's median aggregate, else the one repetition."""
+    rows = [b for b in gb_doc["benchmarks"] if b["run_name"] == name]
+    medians = [b for b in rows if b.get("aggregate_name") == "median"]
+    if medians:
+        return medians[0]
+    iterations = [b for b in rows if b["run_type"] == "iteration"]
+    assert len(iterations) == 1, name
+    return iterations[0]
+
+
+def same(cell, value):
+    if cell == "":
+        return isinstance(value, float) and math.isnan(value)  # NaN is not drawn
+    return float(cell) == float(value)
+
+
+def test_every_figure_written(drawn):
+    folder, _ = drawn
+    import matplotlib.image
+    for stem in FIGURES:
+        for ext in ("png", "pdf", "csv"):
+            path = folder / "figures" / f"{stem}.{ext}"
+            assert path.is_file() and path.stat().st_size > 0, path
+        assert (folder / "figures" / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
+        assert read_csv(folder, stem), stem
+        # One column wide: 3.5 in at 300 dpi.
+        width = matplotlib.image.imread(folder / "figures" / f"{stem}.png").shape[1]
+        assert width == pytest.approx(1050, abs=2), stem
+
+
+@pytest.mark.parametrize("stem", [s for s, f in FIGURES.items() if f not in
+                                  ("plan.json", "trace.json")])
+def test_benchmark_csv_equals_json(drawn, stem):
+    folder, docs = drawn
+    gb_doc = docs[FIGURES[stem]]
+    rows = read_csv(folder, stem)
+    checked = 0
+    for r in rows:
+        src = expected_row(gb_doc, r["benchmark"])
+        for col, cell in r.items():
+            if col in src and col not in ("name", "run_name"):
+                assert same(cell, src[col]), (stem, r["benchmark"], col, cell, src[col])
+                checked += 1
+    assert checked >= 2 * len(rows)
+    names = {b["run_name"] for b in gb_doc["benchmarks"]}
+    assert {r["benchmark"] for r in rows} <= names
+
+
+def test_zero_figures_details(drawn):
+    folder, _ = drawn
+    step = {r["bar"]: r for r in read_csv(folder, "zero_step_time")}
+    assert list(step) == ["dp", "z1", "z2", "z3"]
+    assert float(step["z2"]["compute_s"]) == 0.0105  # the median aggregate, not a repetition
+    volume = {r["bar"]: r for r in read_csv(folder, "zero_volume")}
+    assert volume["z3"]["volume_psi_measured"] == ""  # NaN in the JSON: no bar drawn
+
+
+def test_sweep_ratio_is_from_the_json_times(drawn):
+    folder, _ = drawn
+    rows = read_csv(folder, "zero_sweep_exposed")
+    assert len(rows) == 6
+    for r in rows:
+        assert float(r["compute_over_comm"]) == float(r["compute_s"]) / float(r["comm_s"])
+
+
+def test_plan_csv_equals_json(drawn):
+    folder, docs = drawn
+    src = {(p["stage"], p["dp"]): p for p in docs["plan.json"]["rows"]}
+    rows = read_csv(folder, "plan_memory")
+    assert len(rows) == len(src)
+    for r in rows:
+        p = src[(r["stage"], int(float(r["dp"])))]
+        assert float(r["gb_per_gpu"]) == p["gb_per_gpu"]
+        assert all(float(r[k]) == p[k] for k in ("tp", "pp", "ep"))
+
+
+def test_trace_csv_equals_json(drawn):
+    folder, docs = drawn
+    spans = {(e["pid"], e["tid"], e["ts"]): e for e in docs["trace.json"]["traceEvents"]
+             if e["ph"] == "X"}
+    rows = read_csv(folder, "timeline")
+    assert len(rows) == len(spans)
+    for r in rows:
+        e = spans[(int(r["pid"]), int(r["tid"]), float(r["ts_us"]))]
+        assert float(r["dur_us"]) == e["dur"] and r["name"] == e["name"]
+        assert r["track"] == ("compute" if e["tid"] == 0 else "comm")
+
+
+def test_missing_inputs_are_skipped(tmp_path):
+    r = run_tool("zbplot.py", tmp_path)
+    assert r.returncode == 0
+    assert "skipping" in r.stderr
+    assert not (tmp_path / "figures").exists() or not os.listdir(tmp_path / "figures")
+    write(tmp_path / "zero.json", results_folder(tmp_path / "all")["zero.json"])
+    r = run_tool("zbplot.py", tmp_path)
+    assert r.returncode == 0
+    stems = {os.path.splitext(f)[0] for f in os.listdir(tmp_path / "figures")}
+    assert stems == {"zero_bytes_per_param", "zero_volume", "zero_step_time"}
+
+
+def test_extra_and_missing_fields(tmp_path):
+    rows = [row("zero/stage:z1/params:8/extra:1", 1.0, "ms", bytes_per_param=7.0,
+                new_counter=3.0, some_text="x", nested={"a": 1}),
+            row("zero/stage:z3/params:8/extra:1", 1.0, "ms", bytes_per_param=NAN),
+            row("all_reduce/bytes:1024", 1.0)]
+    d = doc(rows)
+    d["context"]["new_key"] = [1, 2]
+    write(tmp_path / "zero.json", d)
+    write(tmp_path / "collectives.json", doc([row("all_reduce/bytes:1024", 1.0)]))
+    write(tmp_path / "trace.json", [{"ph": "X", "ts": 1, "dur": 2, "pid": "a", "tid": 7},
+                                    {"ph": "B", "ts": 1}])
+    write(tmp_path / "plan.json", {"rows": [{"stage": "z1"}]})
+    r = run_tool("zbplot.py", tmp_path)
+    assert r.returncode == 0, r.stderr
+    made = set(os.listdir(tmp_path / "figures"))
+    assert made == {f"{s}.{e}" for s in ("zero_bytes_per_param", "timeline")
+                    for e in ("png", "pdf", "csv")}
+    assert "no benchmark with busbw_GBps" in r.stderr
+
+
+@pytest.mark.parametrize("name,content", [
+    ("collectives.json", "{broken"),
+    ("zero.json", json.dumps({"traceEvents": []})),
+    ("plan.json", json.dumps({"model": {}})),
+    ("trace.json", json.dumps({"events": []})),
+    ("optimizer.json", json.dumps(doc([row("adam/params:1", 1.0, "minutes")]))),
+])
+def test_unreadable_input_exits_2(tmp_path, name, content):
+    (tmp_path / name).write_text(content)
+    r = run_tool("zbplot.py", tmp_path)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and name in r.stderr, r.stderr
+
+
+def test_not_a_folder_exits_2(tmp_path):
+    r = run_tool("zbplot.py", tmp_path / "nope")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_dense_trace_and_several_trace_files(tmp_path):
+    spans = [{"name": "s", "ph": "X", "ts": 10.0 * k, "dur": 6.0, "pid": k % 4, "tid": k % 2}
+             for k in range(2500)]
+    write(tmp_path / "trace_z3.json", {"traceEvents": spans})
+    write(tmp_path / "trace.json", {"traceEvents": spans[:10]})
+    r = run_tool("zbplot.py", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert len(read_csv(tmp_path, "timeline_z3")) == 2500
+    assert len(read_csv(tmp_path, "timeline")) == 10
