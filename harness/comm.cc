@@ -20,8 +20,8 @@ Status Communicator::submit(Coll op, const void* send, void* recv, size_t count,
   CollRecord rec{op, full, dtype};
   int64_t call = calls_++;
   if (faults_.skip_rank == rank_ && faults_.skip_call == call) return Status::ok();
-  traffic_.add(rec);
-  return issue(rec, send, recv).context(describe(rec));
+  size_t index = traffic_.add(rec);
+  return issue(rec, send, recv, index).context(describe(rec));
 }
 
 Status Communicator::allReduce(const void* send, void* recv, size_t count, DType dtype) {

@@ -60,17 +60,22 @@ class Communicator {
   // Every collective issued is appended here (the accounting side of volume checks).
   TrafficLog& traffic() { return traffic_; }
   void setFaults(const FaultPlan& faults) { faults_ = faults; }
+  // Reads the socket write counter around every collective (mpi backend), so the log holds
+  // a measured size per collective. Off by default: the read costs a few microseconds.
+  void setMeasureWire(bool on) { measure_wire_ = on; }
   double timeoutSeconds() const { return timeout_s_; }
 
  protected:
   Communicator(int rank, int size, double timeout_s)
       : rank_(rank), size_(size), timeout_s_(timeout_s) {}
-  virtual Status issue(const CollRecord& op, const void* send, void* recv) = 0;
+  // `log_index` is the collective's entry in traffic(), for the backend's measurement.
+  virtual Status issue(const CollRecord& op, const void* send, void* recv, size_t log_index) = 0;
   // "rank 1: all_reduce of 4194304 bytes (bf16)": the context every error carries.
   std::string describe(const CollRecord& op) const;
 
   int rank_, size_;
   double timeout_s_;
+  bool measure_wire_ = false;
 
  private:
   Status submit(Coll op, const void* send, void* recv, size_t count, DType dtype);

@@ -1,6 +1,7 @@
 // MPI backend: host buffers; one communication thread per rank plays the stream, executing
 // queued collectives in order so the calling thread can compute meanwhile.
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -70,11 +71,11 @@ class MpiCommunicator final : public Communicator {
   }
 
  protected:
-  Status issue(const CollRecord& op, const void* send, void* recv) override {
+  Status issue(const CollRecord& op, const void* send, void* recv, size_t log_index) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!failure_.is_ok()) return failure_;
-      queue_.push_back(Task{op, send, recv, ++issued_, false});
+      queue_.push_back(Task{op, send, recv, ++issued_, false, log_index, measure_wire_});
     }
     cv_.notify_all();
     return Status::ok();
@@ -87,6 +88,8 @@ class MpiCommunicator final : public Communicator {
     void* recv;
     uint64_t seq;
     bool barrier;
+    size_t log_index = 0;
+    bool measure = false;
   };
 
   static std::string format_seconds(double s) {
@@ -106,7 +109,11 @@ class MpiCommunicator final : public Communicator {
         queue_.pop_front();
         running_ = task;
       }
+      // Nothing else writes while a collective runs (compute never does, rank 0 prints only
+      // between benchmarks), so the process-wide counter is this collective's own traffic.
+      int64_t w0 = task.measure ? process_write_bytes() : -1;
       Status s = task.barrier ? barrier_now() : execute(task);
+      if (task.measure && w0 >= 0) traffic().set_measured(task.log_index, process_write_bytes() - w0);
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (!s.is_ok() && failure_.is_ok())
@@ -141,7 +148,17 @@ class MpiCommunicator final : public Communicator {
         // MPI_Reduce_scatter with equal counts rather than _block: Open MPI has a ring
         // algorithm for the former only, and the ring is what moves the ideal bytes.
         std::vector<int> counts(size_t(n), count);
-        ZB_MPI_CHECK(MPI_Reduce_scatter(t.send, t.recv, counts.data(), type, sum, comm_));
+        size_t esz = dtype_size(t.op.dtype);
+        char* own = static_cast<char*>(const_cast<void*>(t.send)) + size_t(rank_) * block * esz;
+        if (t.recv == own) {
+          // NCCL's in-place form (recv is this rank's block of send). MPI's in-place form
+          // leaves the result at the front of the buffer, so move it to the rank's block.
+          ZB_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, const_cast<void*>(t.send), counts.data(),
+                                          type, sum, comm_));
+          if (rank_ != 0) std::memmove(own, t.send, block * esz);
+        } else {
+          ZB_MPI_CHECK(MPI_Reduce_scatter(t.send, t.recv, counts.data(), type, sum, comm_));
+        }
         break;
       }
       case Coll::all_gather: {

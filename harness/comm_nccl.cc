@@ -82,7 +82,7 @@ class NcclCommunicator final : public Communicator {
   }
 
  protected:
-  Status issue(const CollRecord& op, const void* send, void* recv) override {
+  Status issue(const CollRecord& op, const void* send, void* recv, size_t) override {
     size_t n = size_t(size_);
     ncclDataType_t t = nccl_type(op.dtype);
     switch (op.op) {

@@ -1,6 +1,7 @@
 // Device: buffers and hardware detection; the CUDA parts compile only with ZB_HAVE_CUDA.
 #include "harness/device.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -32,6 +33,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     release();
     std::swap(ptr_, other.ptr_);
     std::swap(bytes_, other.bytes_);
+    std::swap(mapped_, other.mapped_);
     std::swap(kind_, other.kind_);
   }
   return *this;
@@ -39,12 +41,10 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 
 void Buffer::release() {
   if (!ptr_) return;
+  if (kind_ == MemKind::host) munmap(ptr_, mapped_);
 #ifdef ZB_HAVE_CUDA
-  if (kind_ == MemKind::device) cudaFree(ptr_);
-  else if (kind_ == MemKind::pinned) cudaFreeHost(ptr_);
-  else std::free(ptr_);
-#else
-  std::free(ptr_);
+  else if (kind_ == MemKind::device) cudaFree(ptr_);
+  else cudaFreeHost(ptr_);
 #endif
   ptr_ = nullptr;
   bytes_ = 0;
@@ -54,11 +54,16 @@ Status Buffer::allocate(MemKind kind, size_t bytes, Buffer* out) {
   out->release();
   size_t n = bytes == 0 ? 1 : bytes;  // a zero-length view still needs a valid pointer
   void* p = nullptr;
+  size_t mapped = 0;
   if (kind == MemKind::host) {
-    size_t page = 4096;
-    if (posix_memalign(&p, page, (n + page - 1) / page * page) != 0)
-      return Status::error(where(__FILE__, __LINE__) + "posix_memalign of " +
-                           std::to_string(bytes) + " bytes failed");
+    // Fresh pages from mmap rather than malloc, which may hand back memory that is already
+    // resident: the resident-set measurement of model state must see every byte arrive.
+    size_t page = size_t(sysconf(_SC_PAGESIZE));
+    mapped = (n + page - 1) / page * page;
+    p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return Status::error(where(__FILE__, __LINE__) + "mmap of " + std::to_string(bytes) +
+                           " bytes failed");
   } else {
 #ifdef ZB_HAVE_CUDA
     if (kind == MemKind::device) ZB_CUDA_CHECK(cudaMalloc(&p, n));
@@ -69,6 +74,7 @@ Status Buffer::allocate(MemKind kind, size_t bytes, Buffer* out) {
 #endif
   }
   out->ptr_ = p;
+  out->mapped_ = mapped;
   out->bytes_ = bytes;
   out->kind_ = kind;
   return Status::ok();

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "harness/files.h"
 #include "harness/mpi_ops.h"
@@ -46,6 +47,10 @@ int Driver::init(int argc, char** argv) {
   mpi_started_ = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &local_ranks_);
+  MPI_Comm_free(&node);
   for (int i = 0; i < argc; ++i) command_line_ += (i ? " " : "") + std::string(argv[i]);
 
   bool help = false;
@@ -80,10 +85,7 @@ int Driver::init(int argc, char** argv) {
   comm_->setFaults(faults_);
 
   // Google Benchmark sees only its own flags; only rank 0 may write its output file.
-  // Colour codes only for a terminal: piped into logs they are noise.
-  static char no_color[] = "--benchmark_color=false";
   std::vector<char*> gb_argv{argv[0]};
-  if (!isatty(fileno(stdout))) gb_argv.push_back(no_color);
   for (auto& a : passthrough_)
     if (root() || a.rfind("--benchmark_out", 0) != 0) gb_argv.push_back(a.data());
   int gb_argc = int(gb_argv.size());
@@ -106,6 +108,11 @@ int Driver::init(int argc, char** argv) {
   context("warmup", std::to_string(warmup_));
   context("collective_algorithms", algorithm_settings());
   return -1;
+}
+
+int Driver::cpu_threads_per_rank() const {
+  unsigned hw = std::thread::hardware_concurrency();
+  return std::max(1, int(hw ? hw : 1) / std::max(1, local_ranks_));
 }
 
 void Driver::context(const std::string& key, const std::string& value) {
@@ -182,7 +189,10 @@ void Driver::abort_job(const Status& status) {
 
 int Driver::run() {
   NullReporter quiet;
-  benchmark::ConsoleReporter console;
+  bool color = isatty(fileno(stdout));
+  for (const auto& a : passthrough_) color = color && a != "--benchmark_color=false";
+  benchmark::ConsoleReporter console(color ? benchmark::ConsoleReporter::OO_ColorTabular
+                                           : benchmark::ConsoleReporter::OO_Tabular);
   std::ostringstream json;
   benchmark::JSONReporter json_reporter;
   json_reporter.SetOutputStream(&json);

@@ -48,6 +48,8 @@ class Driver {
   ~Driver();
 
   Flags& flags() { return flags_; }
+  // Per-program defaults, set before init() so --help shows them.
+  void set_default_iterations(int64_t iters, int64_t warmup) { iters_ = iters, warmup_ = warmup; }
   // Initialises MPI, parses flags and creates the communicator. Returns -1 to go on, or an
   // exit code to end with now (0 after --help, 2 after a bad flag, 1 after a failure).
   int init(int argc, char** argv);
@@ -56,6 +58,9 @@ class Driver {
   int rank() const { return rank_; }
   int size() const { return size_; }
   bool root() const { return rank_ == 0; }
+  // Ranks on this node: CPU kernels share its cores among them.
+  int local_ranks() const { return local_ranks_; }
+  int cpu_threads_per_rank() const;
   int64_t iterations() const { return iters_; }
   int64_t warmup() const { return warmup_; }
   const FaultPlan& faults() const { return faults_; }
@@ -84,7 +89,7 @@ class Driver {
   std::vector<std::string> passthrough_;
   std::unique_ptr<Communicator> comm_;
   MPI_Comm driver_comm_ = MPI_COMM_NULL;
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_ranks_ = 1;
   bool failed_ = false, mpi_started_ = false;
   std::string command_line_;
 };

@@ -1,6 +1,7 @@
 // Traffic: collective accounting and the socket write counter.
 #include "harness/traffic.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 
@@ -37,16 +38,47 @@ double volume_elements(const CollRecord& rec) {
   return (rec.op == Coll::all_reduce ? 2.0 : 1.0) * double(rec.count);
 }
 
+size_t TrafficLog::add(const CollRecord& rec) {
+  std::lock_guard<std::mutex> lock(mu_);
+  records_.push_back(rec);
+  return records_.size() - 1;
+}
+
+void TrafficLog::set_measured(size_t index, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (index < records_.size()) records_[index].wire_measured = bytes;
+}
+
+void TrafficLog::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  records_.clear();
+}
+
+std::vector<CollRecord> TrafficLog::records() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return records_;
+}
+
 double TrafficLog::volume_elements() const {
   double v = 0;
-  for (const auto& r : records_) v += zb::volume_elements(r);
+  for (const auto& r : records()) v += zb::volume_elements(r);
   return v;
 }
 
 double TrafficLog::ideal_wire_bytes(int ranks) const {
   double b = 0;
-  for (const auto& r : records_) b += zb::ideal_wire_bytes(r.op, r.bytes(), ranks);
+  for (const auto& r : records()) b += zb::ideal_wire_bytes(r.op, r.bytes(), ranks);
   return b;
+}
+
+double TrafficLog::measured_volume_elements(int ranks) const {
+  if (ranks < 2) return std::nan("");
+  double ring = double(ranks - 1) / double(ranks), v = 0;
+  for (const auto& r : records()) {
+    if (r.wire_measured < 0) return std::nan("");
+    v += double(r.wire_measured) / ring / double(dtype_size(r.dtype));
+  }
+  return v;
 }
 
 int64_t process_write_bytes() {

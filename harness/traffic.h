@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ struct CollRecord {
   Coll op;
   uint64_t count;
   DType dtype;
+  // Socket bytes this process wrote while the collective ran; -1 when not measured.
+  int64_t wire_measured = -1;
   uint64_t bytes() const { return count * dtype_size(dtype); }
 };
 
@@ -31,15 +34,21 @@ double ideal_wire_bytes(Coll op, uint64_t bytes, int ranks);
 // volume: an all-reduce is a reduce-scatter plus an all-gather, so it counts twice.
 double volume_elements(const CollRecord& rec);
 
+// Appended by the issuing thread, measurements filled in by the communication thread.
 class TrafficLog {
  public:
-  void add(const CollRecord& rec) { records_.push_back(rec); }
-  void clear() { records_.clear(); }
-  const std::vector<CollRecord>& records() const { return records_; }
+  size_t add(const CollRecord& rec);
+  void set_measured(size_t index, int64_t bytes);
+  void clear();
+  std::vector<CollRecord> records() const;
   double volume_elements() const;
   double ideal_wire_bytes(int ranks) const;
+  // The measured side of volume: each collective's socket bytes divided by the ring's
+  // (N-1)/N and its element size, summed. NaN if any collective went unmeasured.
+  double measured_volume_elements(int ranks) const;
 
  private:
+  mutable std::mutex mu_;
   std::vector<CollRecord> records_;
 };
 

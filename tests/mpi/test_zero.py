@@ -1,0 +1,108 @@
+"""zb_zero at 2, 3 and 4 ranks: every stage ends with the reference's weights, volumes are
+2Ψ and 3Ψ by accounting and at the sockets, and memory per parameter matches the formula."""
+import subprocess
+
+import pytest
+
+from zbrun import ENV, TCP_RING, benchmarks, binary, is_nan, run_json
+
+STAGES = ["dp", "z1", "z2", "z3"]
+IDEAL = {"dp": 2.0, "z1": 2.0, "z2": 2.0, "z3": 3.0}
+
+
+def by_stage(data):
+    return {name.split("/")[1].split(":")[1]: b for name, b in benchmarks(data).items()}
+
+
+def formula(stage, optimizer, grad, n):
+    w, g, o = 2, 2 if grad == "bf16" else 4, 12 if optimizer == "adam" else 8
+    return {"dp": w + g + o, "z1": w + g + o / n, "z2": w + (g + o) / n, "z3": (w + g + o) / n}[stage]
+
+
+# Ψ not divisible by N and unequal layers (a small GPT: embedding, blocks, head), with
+# buckets small enough that every stage moves several of them.
+MODELS = [["--params=100003", "--layers=5"], ["--model=gpt:layers=2,hidden=63,vocab=997"]]
+
+
+@pytest.mark.parametrize("np", [2, 3, 4])
+@pytest.mark.parametrize("optimizer", ["adam", "momentum"])
+@pytest.mark.parametrize("grad", ["bf16", "fp32"])
+def test_every_stage_matches_the_reference(np, optimizer, grad):
+    model = MODELS[(np + (optimizer == "adam")) % 2]
+    data, proc = run_json(np, "zb_zero", [*model, "--bucket-mb=0.05", f"--optimizer={optimizer}",
+                                         f"--grad-dtype={grad}", "--iters=2", "--warmup=1"])
+    rows = by_stage(data)
+    assert set(rows) == set(STAGES), proc.stdout
+    for stage, b in rows.items():
+        assert b["wrong"] == 0, (stage, proc.stdout)
+        assert b["ranks"] == np
+        # Exact up to the padding that makes the N shards equal, which is reported.
+        pad = b["padding"] / b["params"]
+        assert IDEAL[stage] <= b["volume_psi"] <= IDEAL[stage] * (1 + pad) + 1e-12, stage
+        if stage != "dp":
+            assert b["padding"] > 0 or b["params"] % np == 0
+    assert "# zb_zero" in proc.stdout and "bytes/param formula" in proc.stdout
+
+
+@pytest.mark.parametrize("np", [2, 4])
+def test_volume_is_exact_when_psi_divides(np):
+    data, _ = run_json(np, "zb_zero", ["--params=400000", "--layers=8", "--bucket-mb=0.1",
+                                       "--iters=1", "--warmup=0", "--no-check"])
+    for stage, b in by_stage(data).items():
+        assert b["padding"] == 0
+        assert b["volume_psi"] == IDEAL[stage], stage
+
+
+def test_measured_volume_over_tcp_ring_is_2_and_3_psi():
+    data, proc = run_json(4, "zb_zero", ["--params=4e6", "--layers=8", "--bucket-mb=2",
+                                         "--iters=2", "--warmup=1", "--no-check"], mca=TCP_RING)
+    for stage, b in by_stage(data).items():
+        assert not is_nan(b["volume_psi_measured"]), proc.stdout
+        assert b["volume_psi_measured"] == pytest.approx(IDEAL[stage], rel=0.03), stage
+
+
+@pytest.mark.parametrize("np", [2, 4])
+@pytest.mark.parametrize("optimizer", ["adam", "momentum"])
+@pytest.mark.parametrize("grad", ["bf16", "fp32"])
+def test_measured_bytes_per_param_match_the_formula(np, optimizer, grad):
+    data, proc = run_json(np, "zb_zero", ["--params=4e6", "--layers=8", f"--optimizer={optimizer}",
+                                          f"--grad-dtype={grad}", "--iters=1", "--warmup=0",
+                                          "--no-check"])
+    for stage, b in by_stage(data).items():
+        want = formula(stage, optimizer, grad, np)
+        assert b["bytes_per_param_formula"] == pytest.approx(want, rel=1e-12)
+        assert b["bytes_per_param"] == pytest.approx(want, rel=0.01), (stage, proc.stdout)
+        assert b["bytes_per_param_tracked"] == pytest.approx(want, rel=0.001)
+        if stage in ("z2", "z3"):
+            assert b["transient_peak_bytes"] > 0
+
+
+def test_a_corrupted_gradient_fails_the_check():
+    # One element of rank 1's first gradient is off: its FP32 master moves off the
+    # reference's even where Adam's normalised step leaves the BF16 weight unchanged.
+    data, proc = run_json(2, "zb_zero", ["--params=10000", "--layers=2", "--iters=2",
+                                         "--warmup=0", "--fault-corrupt=1"], expect_rc=1)
+    for stage, b in by_stage(data).items():
+        assert b["wrong"] >= 1, stage
+    assert "differ from the reference" in proc.stderr
+
+
+def test_one_rank_moves_nothing():
+    data, proc = run_json(1, "zb_zero", ["--params=1000", "--layers=3", "--iters=1", "--warmup=0"])
+    for stage, b in by_stage(data).items():
+        assert b["wrong"] == 0
+        assert is_nan(b["volume_psi_measured"])
+        assert b["bytes_per_param_formula"] == 16
+
+
+BAD = [["--model=llama:x=1"], ["--model=gpt:layers=2,hidden=0,vocab=5"], ["--model=gpt:layers=2"],
+       ["--params=0"], ["--params=10", "--layers=11"], ["--stages=z4"], ["--optimizer=sgd"],
+       ["--grad-dtype=fp8"], ["--bucket-mb=0"], ["--params=abc"]]
+
+
+@pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))
+def test_bad_flags_exit_2_with_one_line(args):
+    proc = subprocess.run([binary("zb_zero"), *args], env=ENV, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert len([l for l in proc.stderr.splitlines() if l.strip()]) == 1, proc.stderr
