@@ -32,6 +32,12 @@ check nccl_collectives "$bin/zb_collectives" --backend=nccl --min-bytes=1K --max
   --step-factor=4 --iters=10 --warmup=3 --json="$out/collectives.json"
 grep -A 40 '^# zb_collectives' "$out/nccl_collectives.log"
 
+# One-rank training step of every stage over NCCL: GPU kernels, device memory measured with
+# cudaMemGetInfo, final state checked bit for bit against the reference.
+check nccl_zero "$bin/zb_zero" --backend=nccl --params=64e6 --layers=16 --iters=5 --warmup=2 \
+  --json="$out/zero.json"
+grep -A 8 '^# zb_zero' "$out/nccl_zero.log"
+
 # CUDA kernels against their CPU references (the unit tests skip these without a GPU).
 check cuda_unit_tests "$bin/zb_unit_tests" --gtest_filter='*Cuda*:*CUDA*:*Gpu*:*GPU*'
 
