@@ -1,34 +1,55 @@
 // zb_zero: one real training step per ZeRO stage: time, volume in Ψ (accounted and
-// measured at the sockets), memory per parameter (tracked and measured), and a bit-exact
-// check of the final weights against a single-process reference.
+// measured at the sockets), memory per parameter (tracked and measured), overlap of
+// communication with compute, and a bit-exact check against a single-process reference.
 #include <cmath>
 #include <cstdio>
 
 #include "harness/driver.h"
 #include "harness/table.h"
-#include "harness/zero.h"
+#include "harness/zero_bench.h"
 
 namespace {
 
 struct Options {
   double params = 16e6, bucket_mb = 25;
-  int64_t layers = 16;
-  std::string model, optimizer = "adam", grad_dtype = "bf16";
+  int64_t layers = 16, prefetch = 1;
+  std::string model, optimizer = "adam", grad_dtype = "bf16", compute = "none", overlap = "on";
+  std::string sweep, trace;
   std::vector<std::string> stages{"dp", "z1", "z2", "z3"};
   bool check = true;
 };
 
 struct Row {
   std::string stage;
-  double formula, measured, tracked, volume, volume_measured, step_s, wrong;
+  zb::ZeroResult r;
 };
+
+// PATH for one stage; PATH with _<stage> before the extension for several.
+std::string trace_path(const std::string& path, const std::string& stage, size_t stages) {
+  if (path.empty() || stages == 1) return path;
+  size_t dot = path.rfind('.');
+  size_t slash = path.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + "_" + stage;
+  return path.substr(0, dot) + "_" + stage + path.substr(dot);
+}
+
+void print_table(const std::vector<Row>& rows) {
+  zb::Table table({"stage", "bytes/param formula", "measured", "volume ideal(Psi)", "measured(Psi)",
+                   "step(ms)", "compute(ms)", "comm(ms)", "exposed(ms)", "overlap", "wrong"});
+  for (const auto& [stage, r] : rows)
+    table.add_row({stage, zb::fmt(r.formula, 3), zb::fmt(r.per_param, 3), zb::fmt(r.volume, 4),
+                   zb::fmt(r.volume_measured, 4), zb::fmt(r.step_s * 1e3, 2), zb::fmt(r.compute_s * 1e3, 2),
+                   zb::fmt(r.comm_s * 1e3, 2), zb::fmt(r.exposed_s * 1e3, 2), zb::fmt(r.overlap, 2),
+                   zb::fmt(r.wrong, 0)});
+  table.print(stdout);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   zb::Driver driver("zb_zero",
-                    "One training step per ZeRO stage on real buffers: time, volume in Psi, "
-                    "memory per parameter, and the final weights checked against a reference.");
+                    "One training step per ZeRO stage on real buffers: time, volume in Psi, memory "
+                    "per parameter, overlap, and the final state checked against a reference.");
   driver.set_default_iterations(10, 2);
   Options opt;
   auto& f = driver.flags();
@@ -39,12 +60,31 @@ int main(int argc, char** argv) {
   f.add_choice("optimizer", &opt.optimizer, "adam (12 bytes of state) or momentum (8)", {"adam", "momentum"});
   f.add_choice("grad-dtype", &opt.grad_dtype, "gradient dtype", {"bf16", "fp32"});
   f.add_list("stages", &opt.stages, "stages to run", {"dp", "z1", "z2", "z3"});
-  f.add_bool("check", &opt.check, "compare the final weights with a single-process reference");
+  f.add_bool("check", &opt.check, "compare the final state with a single-process reference");
+  f.add_string("compute", &opt.compute, "per-layer compute: none, sleep:US, spin:US or gemm:TOKENS "
+               "(forward; backward twice as long)");
+  f.add_choice("overlap", &opt.overlap, "off serialises every collective after the compute it follows",
+               {"on", "off"});
+  f.add_int("prefetch", &opt.prefetch, "z3: layers all-gathered ahead of the one computing", 0, 64);
+  f.add_string("compute-sweep", &opt.sweep, "US,US,...: per-layer compute values (kind from --compute, "
+               "sleep by default) for exposed communication against compute/communication");
+  f.add_string("trace", &opt.trace, "write a Chrome trace of one step of every rank here");
   int code = driver.init(argc, argv);
   if (code >= 0) return code;
 
   zb::ModelSpec model;
+  zb::ComputeSpec compute_spec;
   zb::Status s = zb::make_model(opt.model, opt.params, opt.layers, &model);
+  if (s) s = zb::parse_compute_spec(opt.compute, &compute_spec);
+  std::vector<double> sweep_us;
+  for (const auto& item : opt.sweep.empty() ? std::vector<std::string>{} : zb::split(opt.sweep, ',')) {
+    double us = 0;
+    if (s && (!zb::parse_double(item, &us) || us < 0))
+      s = zb::Status::error("--compute-sweep: '" + item + "' is not a number of microseconds >= 0");
+    sweep_us.push_back(us);
+  }
+  if (s && !sweep_us.empty() && compute_spec.kind == zb::ComputeSpec::Kind::gemm)
+    s = zb::Status::error("--compute-sweep varies sleep or spin compute; --compute=gemm cannot be swept");
   if (!s) {
     if (driver.root()) std::fprintf(stderr, "zb_zero: %s\n", s.message().c_str());
     return 2;
@@ -58,78 +98,62 @@ int main(int argc, char** argv) {
   const bool measurable = n > 1 && zb::socket_transport(zb::backend_name(comm.backend()), n, &why_not);
   comm.setMeasureWire(measurable);
 
-  zb::ZeroConfig base;
-  zb::parse_optimizer(opt.optimizer, &base.optimizer.kind);
-  zb::parse_dtype(opt.grad_dtype, &base.grad_dtype);
-  const int gbytes = int(zb::dtype_size(base.grad_dtype));
-  base.bucket_elems = std::max<uint64_t>(1, uint64_t(opt.bucket_mb * 1048576.0 / gbytes));
-  const double psi = double(model.params());
+  zb::ZeroBenchSetup base;
+  base.model = &model;
+  base.compute = compute_spec;
+  base.check = opt.check;
+  base.measure_wire = measurable;
+  zb::parse_optimizer(opt.optimizer, &base.config.optimizer.kind);
+  zb::parse_dtype(opt.grad_dtype, &base.config.grad_dtype);
+  base.config.bucket_elems =
+      std::max<uint64_t>(1, uint64_t(opt.bucket_mb * 1048576.0 / double(zb::dtype_size(base.config.grad_dtype))));
+  base.config.overlap = opt.overlap == "on";
+  base.config.prefetch = int(opt.prefetch);
+  base.config.corrupt = driver.faults().corrupt_rank == comm.rank();
   std::vector<Row> rows;
 
-  for (const auto& stage_name : opt.stages) {
-    zb::ZeroConfig cfg = base;
-    zb::parse_stage(stage_name, &cfg.stage);
-    cfg.corrupt = driver.faults().corrupt_rank == comm.rank();
-    std::string name = "zero/stage:" + stage_name + "/params:" + std::to_string(model.params()) +
-                       "/layers:" + std::to_string(model.layers.size()) + "/optimizer:" +
-                       opt.optimizer + "/grad:" + opt.grad_dtype;
-    driver.add(name, [&, cfg, stage_name](zb::Run& run) -> zb::Status {
-      std::unique_ptr<zb::ZeroStep> z;
-      ZB_RETURN_IF_ERROR(zb::ZeroStep::create(comm, *compute, model, cfg, &z));
-      comm.traffic().clear();
-      zb::Timing t;
-      ZB_RETURN_IF_ERROR(run.time([&] { return z->step(); }, &t));
-      const double steps = double(z->steps_done());
-
-      double wrong = 0;
-      if (opt.check) {
-        std::vector<zb::Segment> segs = z->check_segments();
-        zb::CheckState got, want;
-        ZB_RETURN_IF_ERROR(z->state_to_host(segs, &got));
-        ZB_RETURN_IF_ERROR(zb::reference_state(cfg, n, z->steps_done(), segs, *compute, &want));
-        wrong = driver.sum_over_ranks(double(zb::count_mismatches(got, want)));
-      }
-      const zb::FlatLayout& lay = z->layout();
-      double volume = comm.traffic().volume_elements() / steps / psi;
-      double measured = measurable ? driver.max_over_ranks(comm.traffic().measured_volume_elements(n)) / steps / psi
-                                   : NAN;
-      double per_param = double(z->measured_state_bytes()) / psi;
-      double tracked = double(z->tracker().resident_state_bytes()) / psi;
-      double formula = zb::bytes_per_param(cfg.stage, cfg.optimizer.kind, gbytes, n);
-      // The busiest rank bounds the step, so memory is reported for it.
-      per_param = driver.max_over_ranks(per_param);
-      run.counter("ranks", n);
-      run.counter("params", psi);
-      run.counter("padding", double(lay.padding()));
-      run.counter("volume_psi", volume);
-      run.counter("volume_psi_measured", measured);
-      run.counter("bytes_per_param", per_param);
-      run.counter("bytes_per_param_tracked", tracked);
-      run.counter("bytes_per_param_formula", formula);
-      run.counter("transient_peak_bytes", double(z->tracker().transient_peak_bytes()));
-      run.counter("wire_bytes_ideal", comm.traffic().ideal_wire_bytes(n) / steps);
-      run.counter("step_s", t.mean_s);
-      run.counter("wrong", wrong);
-      if (wrong > 0)
-        driver.mark_failed(stage_name + ": " + zb::fmt(wrong, 0) + " final weights differ from the reference");
-      rows.push_back({stage_name, formula, per_param, tracked, volume, measured, t.mean_s, wrong});
-      return zb::Status::ok();
-    });
+  for (const auto& stage : opt.stages) {
+    zb::ZeroBenchSetup setup = base;
+    zb::parse_stage(stage, &setup.config.stage);
+    std::string tail = "/params:" + std::to_string(model.params()) + "/layers:" + std::to_string(model.layers.size()) +
+                       "/optimizer:" + opt.optimizer + "/grad:" + opt.grad_dtype;
+    if (sweep_us.empty()) {
+      setup.trace_path = trace_path(opt.trace, stage, opt.stages.size());
+      driver.add("zero/stage:" + stage + tail + "/compute:" + opt.compute + "/overlap:" + opt.overlap,
+                 [&, setup, stage](zb::Run& run) -> zb::Status {
+                   zb::ZeroResult r;
+                   ZB_RETURN_IF_ERROR(zb::run_zero_benchmark(run, *compute, setup, &r));
+                   if (r.wrong > 0)
+                     driver.mark_failed(stage + ": " + zb::fmt(r.wrong, 0) + " final weights differ from the reference");
+                   rows.push_back({stage, r});
+                   return zb::Status::ok();
+                 });
+      continue;
+    }
+    for (double us : sweep_us) {
+      zb::ZeroBenchSetup point = setup;
+      point.check = false;
+      if (point.compute.kind != zb::ComputeSpec::Kind::spin) point.compute.kind = zb::ComputeSpec::Kind::sleep;
+      point.compute.seconds = us * 1e-6;
+      driver.add("zero_sweep/stage:" + stage + "/compute_us:" + zb::fmt(us, 0) + tail,
+                 [&, point, stage](zb::Run& run) -> zb::Status {
+                   zb::ZeroResult r;
+                   ZB_RETURN_IF_ERROR(zb::run_zero_benchmark(run, *compute, point, &r));
+                   run.counter("compute_per_layer_s", point.compute.seconds);
+                   rows.push_back({stage, r});
+                   return zb::Status::ok();
+                 });
+    }
   }
 
   code = driver.run();
   if (driver.root() && !rows.empty()) {
-    std::printf("\n# zb_zero: %d ranks, %s, Psi = %.0f (%s), %s, %s gradients, backend %s\n", n,
-                model.description.c_str(), psi, zb::fmt(psi / 1e9, 3).c_str(), opt.optimizer.c_str(),
-                opt.grad_dtype.c_str(), zb::backend_name(comm.backend()));
-    zb::Table table({"stage", "bytes/param formula", "measured", "tracked", "volume ideal(Psi)",
-                     "measured(Psi)", "step(ms)", "wrong"});
-    for (const auto& r : rows)
-      table.add_row({r.stage, zb::fmt(r.formula, 3), zb::fmt(r.measured, 3), zb::fmt(r.tracked, 3),
-                     zb::fmt(r.volume, 4), zb::fmt(r.volume_measured, 4), zb::fmt(r.step_s * 1e3, 2),
-                     zb::fmt(r.wrong, 0)});
-    table.print(stdout);
-    std::printf("# bytes/param measured: %s growth while the state was allocated\n",
+    std::printf("\n# zb_zero: %d ranks, %s, Psi = %.0f, %s, %s gradients, compute %s, overlap %s, backend %s\n", n,
+                model.description.c_str(), double(model.params()), opt.optimizer.c_str(), opt.grad_dtype.c_str(),
+                opt.compute.c_str(), opt.overlap.c_str(), zb::backend_name(comm.backend()));
+    print_table(rows);
+    std::printf("# bytes/param measured: %s growth while the state was allocated; exposed = step - compute; "
+                "overlap = (comm + compute - step) / min(comm, compute)\n",
                 comm.memKind() == zb::MemKind::device ? "cudaMemGetInfo" : "resident-set");
     if (!measurable)
       std::printf("# volume measured: n/a: %s\n", n == 1 ? "one rank moves nothing" : why_not.c_str());

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -131,33 +132,91 @@ void Driver::add(const std::string& name, std::function<Status(Run&)> body) {
       ->Unit(benchmark::kMicrosecond);
 }
 
+// One iteration: its wall time, reduced to the maximum over ranks, and this rank's socket
+// writes. The reduction runs after the write counter is read and on another communicator,
+// so its own socket traffic never lands in the measurement.
+static Status timed_iteration(Driver& d, const std::function<Status()>& iteration, double* tmax,
+                              int64_t* writes) {
+  int64_t w0 = process_write_bytes();
+  auto t0 = std::chrono::steady_clock::now();
+  ZB_RETURN_IF_ERROR(iteration());
+  double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int64_t w1 = process_write_bytes();
+  *writes = w0 >= 0 && w1 >= 0 ? w1 - w0 : -1;
+  *tmax = d.max_over_ranks(t);
+  return Status::ok();
+}
+
+namespace {
+struct Accumulator {
+  double sum = 0, best = 1e300;
+  std::vector<double> times;
+  int64_t writes = 0, n = 0;
+  bool counted = true;
+  void add(double t, int64_t w) {
+    sum += t, best = std::min(best, t), ++n;
+    times.push_back(t);
+    counted = counted && w >= 0;
+    writes += w;
+  }
+  void fill(Timing* out) const {
+    out->iterations = n;
+    out->mean_s = n ? sum / double(n) : 0;
+    out->min_s = n ? best : 0;
+    std::vector<double> sorted = times;
+    std::sort(sorted.begin(), sorted.end());
+    out->median_s = n ? (sorted[size_t(n - 1) / 2] + sorted[size_t(n) / 2]) / 2 : 0;
+    out->write_bytes = counted && n ? double(writes) / double(n) : -1;
+  }
+};
+}  // namespace
+
 Status Run::time(const std::function<Status()>& iteration, Timing* out) {
   Driver& d = driver_;
   for (int64_t i = 0; i < d.warmup(); ++i) ZB_RETURN_IF_ERROR(iteration());
   ZB_RETURN_IF_ERROR(d.comm().barrier());
-  double sum = 0, best = 1e300;
-  int64_t writes = 0, n = 0;
-  bool counted = true;
+  Accumulator acc;
   for (auto _ : state_) {
-    int64_t w0 = process_write_bytes();
-    auto t0 = std::chrono::steady_clock::now();
-    ZB_RETURN_IF_ERROR(iteration());
-    double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    int64_t w1 = process_write_bytes();
-    counted = counted && w0 >= 0 && w1 >= 0;
-    writes += w1 - w0;
-    // The reduction runs after the write counter is read and on another communicator, so
-    // its own socket traffic never lands in the measurement.
-    double tmax = d.max_over_ranks(t);
-    state_.SetIterationTime(tmax);
-    sum += tmax;
-    best = std::min(best, tmax);
-    ++n;
+    double t = 0;
+    int64_t w = 0;
+    ZB_RETURN_IF_ERROR(timed_iteration(d, iteration, &t, &w));
+    state_.SetIterationTime(t);
+    acc.add(t, w);
   }
-  out->iterations = n;
-  out->mean_s = n ? sum / double(n) : 0;
-  out->min_s = n ? best : 0;
-  out->write_bytes = counted && n ? double(writes) / double(n) : -1;
+  acc.fill(out);
+  return Status::ok();
+}
+
+Status Run::measure(const std::function<Status()>& iteration, Timing* out) {
+  Driver& d = driver_;
+  for (int64_t i = 0; i < d.warmup(); ++i) ZB_RETURN_IF_ERROR(iteration());
+  ZB_RETURN_IF_ERROR(d.comm().barrier());
+  Accumulator acc;
+  for (int64_t i = 0; i < d.iterations(); ++i) {
+    double t = 0;
+    int64_t w = 0;
+    ZB_RETURN_IF_ERROR(timed_iteration(d, iteration, &t, &w));
+    acc.add(t, w);
+  }
+  acc.fill(out);
+  return Status::ok();
+}
+
+Status Run::measure_interleaved(const std::vector<Variant>& variants, std::vector<Timing>* out) {
+  Driver& d = driver_;
+  std::vector<Accumulator> acc(variants.size());
+  for (int64_t i = 0; i < d.warmup() + d.iterations(); ++i)
+    for (size_t k = 0; k < variants.size(); ++k) {
+      const Variant& v = variants[k];
+      if (v.before) ZB_RETURN_IF_ERROR(v.before());
+      double t = 0;
+      int64_t w = 0;
+      ZB_RETURN_IF_ERROR(timed_iteration(d, v.body, &t, &w));
+      if (v.after) ZB_RETURN_IF_ERROR(v.after());
+      if (i >= d.warmup()) acc[k].add(t, w);
+    }
+  out->resize(variants.size());
+  for (size_t k = 0; k < variants.size(); ++k) acc[k].fill(&(*out)[k]);
   return Status::ok();
 }
 

@@ -21,6 +21,7 @@ struct Timing {
   int64_t iterations = 0;
   double mean_s = 0;            // of the per-iteration maxima over ranks
   double min_s = 0;
+  double median_s = 0;          // robust to the odd slow iteration of a shared machine
   double write_bytes = -1;      // this rank's socket write bytes per iteration; -1 unknown
 };
 
@@ -33,6 +34,17 @@ class Run {
   // Runs `warm-up` untimed then the fixed iterations of `iteration`, which must issue and
   // complete its work. Socket writes are counted only inside the timed iterations.
   Status time(const std::function<Status()>& iteration, Timing* out);
+  // The same loop (warm-up, fixed iterations, max over ranks) for a variant of the
+  // benchmark timed outside Google Benchmark's own loop, e.g. compute or communication alone.
+  Status measure(const std::function<Status()>& iteration, Timing* out);
+  // Several variants timed in rounds (each round runs every variant once), so that a slow
+  // spell of a shared machine lands on all of them alike and their differences stay honest.
+  // `before` and `after` run untimed around each timed `body` (e.g. a step to reach the
+  // steady state, then draining what it left in flight).
+  struct Variant {
+    std::function<Status()> before, body, after;
+  };
+  Status measure_interleaved(const std::vector<Variant>& variants, std::vector<Timing>* out);
   void counter(const std::string& name, double value);
   benchmark::State& state() { return state_; }
   Driver& driver() { return driver_; }
@@ -71,6 +83,9 @@ class Driver {
   // Runs every registered benchmark, prints, writes --json; returns the exit code.
   int run();
 
+  // The driver's own communicator (a duplicate of the world): reductions and gathers of
+  // results go here, never through the measured one.
+  MPI_Comm mpi_comm() const { return driver_comm_; }
   // Reductions over the driver's own communicator, never the measured one.
   double max_over_ranks(double v);
   double sum_over_ranks(double v);

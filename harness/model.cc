@@ -1,6 +1,7 @@
 // Model: layer sizes from flags, and the padded flat layout of units.
 #include "harness/model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "harness/flags.h"
@@ -29,10 +30,11 @@ static Status parse_gpt(const std::string& spec, ModelSpec* out) {
   if (!layers || !hidden || !vocab)
     return Status::error("--model=gpt needs layers=L,hidden=H,vocab=V");
   uint64_t h = uint64_t(hidden), v = uint64_t(vocab);
-  out->layers.push_back({"embedding", v * h});
+  out->layers.push_back({"embedding", v * h, {}});  // a lookup: no matrix product
   for (int64_t i = 0; i < layers; ++i)
-    out->layers.push_back({"block" + std::to_string(i), 12 * h * h + 13 * h});
-  out->layers.push_back({"head", v * h + 2 * h});
+    out->layers.push_back({"block" + std::to_string(i), 12 * h * h + 13 * h,
+                           {{h, 3 * h}, {h, h}, {h, 4 * h}, {4 * h, h}}});
+  out->layers.push_back({"head", v * h + 2 * h, {{h, v}}});
   out->description = "gpt:" + spec;
   return Status::ok();
 }
@@ -49,8 +51,11 @@ Status make_model(const std::string& model, double params, int64_t layers, Model
   uint64_t total = uint64_t(params), n = uint64_t(layers);
   if (layers < 1 || n > total)
     return Status::error("--layers must be between 1 and --params");
-  for (uint64_t i = 0; i < n; ++i)
-    out->layers.push_back({"layer" + std::to_string(i), total / n + (i < total % n ? 1 : 0)});
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t p = total / n + (i < total % n ? 1 : 0);
+    uint64_t h = std::max<uint64_t>(1, uint64_t(std::sqrt(double(p))));
+    out->layers.push_back({"layer" + std::to_string(i), p, {{h, std::max<uint64_t>(1, p / h)}}});
+  }
   out->description = "uniform:params=" + std::to_string(total) + ",layers=" + std::to_string(n);
   return Status::ok();
 }

@@ -13,6 +13,8 @@ namespace zb {
 struct LayerSpec {
   std::string name;
   uint64_t params;
+  // Weight matrices (in x out) every token passes through: what `--compute=gemm` runs.
+  std::vector<std::pair<uint64_t, uint64_t>> matrices;
 };
 
 struct ModelSpec {
@@ -25,7 +27,7 @@ struct ModelSpec {
 // 12H^2 + 13H (QKV, projection and 4H MLP with biases, two layer norms), and an untied
 // head (V x H) with the final layer norm; layers are unequal, as in a real model.
 // Empty `model`: `params` split over `layers` equal layers (the remainder spread one
-// parameter each over the first layers).
+// parameter each over the first layers), each computing as one h x (p/h) matrix, h = sqrt(p).
 Status make_model(const std::string& model, double params, int64_t layers, ModelSpec* out);
 
 // One collective's slice of the flat vector: `params` real elements of layers

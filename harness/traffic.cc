@@ -1,6 +1,7 @@
 // Traffic: collective accounting and the socket write counter.
 #include "harness/traffic.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -44,14 +45,26 @@ size_t TrafficLog::add(const CollRecord& rec) {
   return records_.size() - 1;
 }
 
-void TrafficLog::set_measured(size_t index, int64_t bytes) {
+void TrafficLog::complete(size_t index, int64_t wire_bytes, double start_s, double end_s) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (index < records_.size()) records_[index].wire_measured = bytes;
+  if (index >= records_.size()) return;
+  records_[index].wire_measured = wire_bytes;
+  records_[index].start_s = start_s;
+  records_[index].end_s = end_s;
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void TrafficLog::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   records_.clear();
+}
+
+size_t TrafficLog::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return records_.size();
 }
 
 std::vector<CollRecord> TrafficLog::records() const {

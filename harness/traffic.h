@@ -23,6 +23,8 @@ struct CollRecord {
   DType dtype;
   // Socket bytes this process wrote while the collective ran; -1 when not measured.
   int64_t wire_measured = -1;
+  // When it ran (steady-clock seconds; -1 when the backend did not say), for the trace.
+  double start_s = -1, end_s = -1;
   uint64_t bytes() const { return count * dtype_size(dtype); }
 };
 
@@ -38,9 +40,11 @@ double volume_elements(const CollRecord& rec);
 class TrafficLog {
  public:
   size_t add(const CollRecord& rec);
-  void set_measured(size_t index, int64_t bytes);
+  // Filled in by the backend when the collective completes.
+  void complete(size_t index, int64_t wire_bytes, double start_s, double end_s);
   void clear();
   std::vector<CollRecord> records() const;
+  size_t size() const;
   double volume_elements() const;
   double ideal_wire_bytes(int ranks) const;
   // The measured side of volume: each collective's socket bytes divided by the ring's
@@ -51,6 +55,9 @@ class TrafficLog {
   mutable std::mutex mu_;
   std::vector<CollRecord> records_;
 };
+
+// Seconds on the steady clock: the one time base of traces and timers.
+double now_seconds();
 
 // Bytes this process has handed to write()/writev() so far (`wchar` in /proc/self/io):
 // over a socket transport that is exactly what a rank puts on the wire. Returns -1 when

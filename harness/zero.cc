@@ -48,8 +48,12 @@ Status ZeroStep::allocate_state() {
   // Two slots each, so one can fill while the other's collective is still in flight.
   if (st == Stage::z2 || st == Stage::z3)
     for (auto& s : slot_) ZB_RETURN_IF_ERROR(tracker_.allocate(MemCategory::transient, max_unit_ * g, &s));
-  if (st == Stage::z3)
+  if (st == Stage::z3) {
+    gathered_.resize(size_t(config_.prefetch) + 1);
     for (auto& s : gathered_) ZB_RETURN_IF_ERROR(tracker_.allocate(MemCategory::transient, max_unit_ * 2, &s));
+    gathered_ready_.resize(gathered_.size());
+  }
+  weights_ready_.resize(layout_.units.size());
   return Status::ok();
 }
 
@@ -80,140 +84,7 @@ char* ZeroStep::grad_at(void* base, uint64_t elems) const {
   return static_cast<char*>(base) + elems * dtype_size(config_.grad_dtype);
 }
 
-// The backward of unit `u`, layer by layer in reverse: each layer's gradient from its
-// current weights (`weights` and `grad` point at the unit's start), then the padding.
-Status ZeroStep::backward_into(const Unit& u, const Bf16* weights, void* grad) {
-  for (int l = u.end_layer - 1; l >= u.first_layer; --l) {
-    uint64_t off = layout_.layer_offset[size_t(l)] - u.offset;
-    uint64_t n = (l + 1 < u.end_layer ? layout_.layer_offset[size_t(l) + 1] : u.offset + u.params) -
-                 layout_.layer_offset[size_t(l)];
-    ZB_RETURN_IF_ERROR(compute_.synthetic_grad(weights + off, grad_at(grad, off), config_.grad_dtype,
-                                               n, u.offset + off, rank_, ranks_, step_));
-  }
-  if (u.padded > u.params)
-    ZB_RETURN_IF_ERROR(compute_.synthetic_grad(weights + u.params, grad_at(grad, u.params),
-                                               config_.grad_dtype, u.padded - u.params,
-                                               u.offset + u.params, rank_, ranks_, step_));
-  if (config_.corrupt && step_ == 1) {
-    // The fault the tests use to prove the reference check can fail: one element off.
-    ZB_RETURN_IF_ERROR(compute_.synchronize());
-    float one = 1.0f;
-    Bf16 one_bf16 = float_to_bf16(one);
-    const void* src = config_.grad_dtype == DType::bf16 ? static_cast<const void*>(&one_bf16) : &one;
-    ZB_RETURN_IF_ERROR(copy_bytes(grad, tracker_.kind(), src, MemKind::host, dtype_size(config_.grad_dtype)));
-  }
-  // Collectives read what compute wrote: on a GPU the compute stream must drain first.
-  return compute_.synchronize();
-}
-
-Status ZeroStep::step() {
-  ++step_;
-  switch (config_.stage) {
-    case Stage::dp: return step_dp();
-    case Stage::z1:
-    case Stage::z2: return step_z1_z2();
-    case Stage::z3: return step_z3();
-  }
-  return Status::ok();
-}
-
-// dp: each bucket's gradients are all-reduced in place as soon as backward fills it;
-// the optimizer waits once, then updates every parameter.
-Status ZeroStep::step_dp() {
-  Bf16* w = weights_.as<Bf16>();
-  DType gd = config_.grad_dtype;
-  for (auto u = layout_.units.rbegin(); u != layout_.units.rend(); ++u) {
-    ZB_RETURN_IF_ERROR(backward_into(*u, w + u->offset, grad_at(grads_.data(), u->offset)));
-    void* bucket = grad_at(grads_.data(), u->offset);
-    ZB_RETURN_IF_ERROR(comm_.allReduce(bucket, bucket, u->padded, gd));
-  }
-  ZB_RETURN_IF_ERROR(comm_.synchronize());
-  ZB_RETURN_IF_ERROR(compute_.update(config_.optimizer, grads_.data(), gd, master_.as<float>(),
-                                     m_.as<float>(), v_.as<float>(), w, layout_.padded, step_,
-                                     1.0f / float(ranks_)));
-  return compute_.synchronize();
-}
-
-// z1 keeps full gradients and reduce-scatters each bucket in place (the own block of the
-// full buffer receives the sum); z2 builds each bucket in a transient slot and keeps only
-// the own block in its sharded gradient buffer. Both then update the own block and
-// all-gather the BF16 weights.
-Status ZeroStep::step_z1_z2() {
-  Bf16* w = weights_.as<Bf16>();
-  DType gd = config_.grad_dtype;
-  int i = 0;
-  for (auto u = layout_.units.rbegin(); u != layout_.units.rend(); ++u, ++i) {
-    uint64_t block = layout_.block(*u);
-    if (config_.stage == Stage::z1) {
-      void* bucket = grad_at(grads_.data(), u->offset);
-      ZB_RETURN_IF_ERROR(backward_into(*u, w + u->offset, bucket));
-      ZB_RETURN_IF_ERROR(comm_.reduceScatter(bucket, grad_at(grads_.data(), layout_.own_offset(*u, rank_)),
-                                             block, gd));
-    } else {
-      Buffer& slot = slot_[i % 2];
-      ZB_RETURN_IF_ERROR(comm_.wait(slot_free_[i % 2]));  // its last reduce-scatter is done
-      ZB_RETURN_IF_ERROR(backward_into(*u, w + u->offset, slot.data()));
-      ZB_RETURN_IF_ERROR(comm_.reduceScatter(slot.data(), grad_at(grads_.data(), layout_.shard_offset(*u)),
-                                             block, gd));
-      ZB_RETURN_IF_ERROR(comm_.record(&slot_free_[i % 2]));
-    }
-  }
-  ZB_RETURN_IF_ERROR(comm_.synchronize());
-  ZB_RETURN_IF_ERROR(update_units());
-  ZB_RETURN_IF_ERROR(gather_units());
-  return comm_.synchronize();
-}
-
-Status ZeroStep::update_units() {
-  bool z1 = config_.stage == Stage::z1;
-  for (const auto& u : layout_.units) {
-    uint64_t so = layout_.shard_offset(u), own = layout_.own_offset(u, rank_);
-    float* v = v_.data() ? v_.as<float>() + so : nullptr;
-    ZB_RETURN_IF_ERROR(compute_.update(config_.optimizer, grad_at(grads_.data(), z1 ? own : so),
-                                       config_.grad_dtype, master_.as<float>() + so,
-                                       m_.as<float>() + so, v, weights_.as<Bf16>() + own,
-                                       layout_.block(u), step_, 1.0f / float(ranks_)));
-  }
-  return compute_.synchronize();
-}
-
-Status ZeroStep::gather_units() {
-  Bf16* w = weights_.as<Bf16>();
-  for (const auto& u : layout_.units)
-    ZB_RETURN_IF_ERROR(comm_.allGather(w + layout_.own_offset(u, rank_), w + u.offset,
-                                       layout_.block(u), DType::bf16));
-  return Status::ok();
-}
-
-// z3: only the own block of every layer is resident. Each layer is all-gathered before its
-// forward and again before its backward, into a transient buffer released after use; its
-// gradients are reduce-scattered from a transient slot into the sharded gradient buffer.
-Status ZeroStep::step_z3() {
-  Bf16* shard_w = weights_.as<Bf16>();
-  DType gd = config_.grad_dtype;
-  auto gather = [&](const Unit& u, Buffer& into) -> Status {
-    ZB_RETURN_IF_ERROR(comm_.allGather(shard_w + layout_.shard_offset(u), into.data(),
-                                       layout_.block(u), DType::bf16));
-    return comm_.synchronize();
-  };
-  for (const auto& u : layout_.units) ZB_RETURN_IF_ERROR(gather(u, gathered_[0]));
-  int i = 0;
-  for (auto u = layout_.units.rbegin(); u != layout_.units.rend(); ++u, ++i) {
-    ZB_RETURN_IF_ERROR(gather(*u, gathered_[0]));
-    Buffer& slot = slot_[i % 2];
-    ZB_RETURN_IF_ERROR(comm_.wait(slot_free_[i % 2]));
-    ZB_RETURN_IF_ERROR(backward_into(*u, gathered_[0].as<Bf16>(), slot.data()));
-    ZB_RETURN_IF_ERROR(comm_.reduceScatter(slot.data(), grad_at(grads_.data(), layout_.shard_offset(*u)),
-                                           layout_.block(*u), gd));
-    ZB_RETURN_IF_ERROR(comm_.record(&slot_free_[i % 2]));
-  }
-  ZB_RETURN_IF_ERROR(comm_.synchronize());
-  float* v = v_.data() ? v_.as<float>() : nullptr;
-  ZB_RETURN_IF_ERROR(compute_.update(config_.optimizer, grads_.data(), gd, master_.as<float>(),
-                                     m_.as<float>(), v, shard_w, layout_.shard(), step_,
-                                     1.0f / float(ranks_)));
-  return compute_.synchronize();
-}
+Status ZeroStep::finish() { return comm_.synchronize(); }
 
 std::vector<Segment> ZeroStep::check_segments() const {
   std::vector<Segment> segs;

@@ -7,9 +7,11 @@
 
 #include "harness/comm.h"
 #include "harness/compute.h"
+#include "harness/layer_compute.h"
 #include "harness/memory_tracker.h"
 #include "harness/model.h"
 #include "harness/state_formula.h"
+#include "harness/trace.h"
 
 namespace zb {
 
@@ -19,7 +21,16 @@ struct ZeroConfig {
   DType grad_dtype = DType::bf16;
   uint64_t bucket_elems = 25ull << 20;  // gradient bucket, in parameters
   bool corrupt = false;  // test only: perturb one gradient element of the first step
+  // Overlap as real systems do it (bucketed reductions in flight during backward, the
+  // weight all-gather of z1/z2 overlapping the next forward, z3 prefetching `prefetch`
+  // layers); off serialises every collective after the compute it follows.
+  bool overlap = true;
+  int prefetch = 1;
 };
+
+// What a step runs: everything, or one side alone (to time compute and communication
+// separately; the state is then meaningless).
+enum class StepMode { full, compute_only, comm_only };
 
 // A run of the flat vector: `count` elements from flat index `flat`, stored from `local` in
 // this rank's weight buffer and from `local_master` in its FP32 master buffer.
@@ -43,7 +54,14 @@ class ZeroStep {
                        const ZeroConfig& config, std::unique_ptr<ZeroStep>* out);
 
   Status step();  // one training step: forward, backward, optimizer
+  Status finish();  // waits for collectives still in flight (z1/z2's weight all-gathers)
   int64_t steps_done() const { return step_; }
+  void set_mode(StepMode mode) { mode_ = mode; }
+  void set_layer_compute(LayerCompute* lc) { layer_compute_ = lc; }
+  // Spans of the steps while tracing is on: compute scopes, and every collective from the
+  // traffic log labelled with the unit it moved.
+  Trace& trace() { return trace_; }
+  void add_comm_spans(size_t first_log_index);
 
   const FlatLayout& layout() const { return layout_; }
   const MemoryTracker& tracker() const { return tracker_; }
@@ -58,13 +76,18 @@ class ZeroStep {
   ZeroStep(Communicator& comm, Compute& compute, const ZeroConfig& config, FlatLayout layout);
   Status allocate_state();
   Status init_weights();
-  Status backward_into(const Unit& u, const Bf16* weights, void* grad);
-  Status step_dp();
-  Status step_z1_z2();
-  Status step_z3();
-  Status update_units();  // optimizer on this rank's block of every unit (z1, z2)
-  Status gather_units();  // all-gather of the updated BF16 weights (z1, z2)
+  // The collectives, skipped in compute-only mode, awaited at once without overlap.
+  Status reduce(const Unit& u, int unit, void* grad_src);
+  Status gather(int unit, Bf16* into, Event* done);
+  Status forward();
+  Status backward();
+  Status optimizer();
+  Status z3_gathered(const std::vector<int>& order, size_t pos, Bf16** weights);
+  Status layer_backward(const Unit& u, int layer, const Bf16* weights, void* grad);
+  Status padding_grad(const Unit& u, const Bf16* weights, void* grad);
+  Status maybe_corrupt(void* grad);
   char* grad_at(void* base, uint64_t elems) const;
+  bool computing() const { return mode_ != StepMode::comm_only; }
 
   Communicator& comm_;
   Compute& compute_;
@@ -75,8 +98,16 @@ class ZeroStep {
   int64_t step_ = 0, measured_state_bytes_ = 0;
   uint64_t max_unit_ = 0;
   Buffer weights_, grads_, master_, m_, v_;
-  Buffer slot_[2], gathered_[2];  // transient: bucket/layer gradients, gathered layers
+  Buffer slot_[2];                   // transient: a bucket's or layer's full gradients
+  std::vector<Buffer> gathered_;     // transient (z3): prefetch + 1 gathered layers
   Event slot_free_[2];
+  std::vector<Event> gathered_ready_, weights_ready_;  // z3 per buffer; z1/z2 per unit
+  std::vector<int> gathered_unit_;   // which unit each z3 buffer holds, -1 none
+  size_t issued_pos_ = 0;            // z3: gathers issued so far in the current pass
+  StepMode mode_ = StepMode::full;
+  LayerCompute* layer_compute_ = nullptr;
+  Trace trace_;
+  std::vector<int> log_unit_;        // traffic log index -> unit, for the trace
 };
 
 // The single-process reference: replays `steps` steps for `segments` of the flat vector,

@@ -15,10 +15,11 @@ namespace {
 // GCC will not vectorise a loop that calls sqrtf unless -fno-math-errno is on the command line
 // (the libm call may set errno, so a branch to it stays in the loop; neither the pragma nor the
 // attribute form of the flag removes it). So each block of kBlock elements runs as: a loop for
-// m and v that GCC vectorises, the block's square roots with intrinsics of the same width as
-// those vectors (so the store-to-load forwarding through `root` works), then a vectorised loop
-// for master and the BF16 weights. The square root instructions are IEEE exact, so the results
-// equal the scalar sqrtf bit for bit.
+// m and v that GCC vectorises, the block's square roots with intrinsics, then a vectorised loop
+// for master and the BF16 weights. GCC keeps `root` in registers when the intrinsics have the
+// width of its loop vectors: 256 bits at levels 3 and 4 (a 512-bit root over two 256-bit stores
+// stalls on store forwarding and ran 3x slower), 128 at the baseline. Square root instructions
+// are IEEE exact, so the results equal the scalar sqrtf bit for bit.
 constexpr size_t kBlock = 16;
 
 struct SqrtScalar {  // other architectures: the compiler's own choice
@@ -45,9 +46,8 @@ struct SqrtAvx {
 
 template <class Sqrt, class Grad, class Load>
 __attribute__((always_inline)) inline void adam_block(const Grad* __restrict grad, Load load,
-                                                      float* __restrict master,
-                                                      float* __restrict m, float* __restrict v,
-                                                      Bf16* __restrict weights,
+                                                      float* __restrict master, float* __restrict m,
+                                                      float* __restrict v, Bf16* __restrict weights,
                                                       const AdamConstants& c) {
   alignas(64) float root[kBlock];
   // ivdep: the arrays never overlap (__restrict), which GCC otherwise re-checks every block.
@@ -101,14 +101,14 @@ inline float load_bf16(Bf16 g) { return bf16_to_float(g); }
 // micro-architecture level (the build sets no -march) and picks one when the program loads.
 // Level 4 (AVX-512 with BW/VL) is 2x faster than plain avx512f here: BF16 packing needs
 // 16-bit lanes.
-#define ZB_ADAM_CHUNK(target_attr, sqrt_impl)                                                  \
-  target_attr void adam_chunk(const float* grad, float* master, float* m, float* v,           \
-                              Bf16* weights, size_t n, AdamConstants c) {                     \
-    adam_loop<sqrt_impl>(grad, load_f32, master, m, v, weights, n, c);                        \
-  }                                                                                           \
-  target_attr void adam_chunk(const Bf16* grad, float* master, float* m, float* v,            \
-                              Bf16* weights, size_t n, AdamConstants c) {                     \
-    adam_loop<sqrt_impl>(grad, load_bf16, master, m, v, weights, n, c);                       \
+#define ZB_ADAM_CHUNK(target_attr, sqrt_impl)                                                      \
+  target_attr void adam_chunk(const float* grad, float* master, float* m, float* v, Bf16* weights, \
+                              size_t n, AdamConstants c) {                                         \
+    adam_loop<sqrt_impl>(grad, load_f32, master, m, v, weights, n, c);                             \
+  }                                                                                                \
+  target_attr void adam_chunk(const Bf16* grad, float* master, float* m, float* v, Bf16* weights,  \
+                              size_t n, AdamConstants c) {                                         \
+    adam_loop<sqrt_impl>(grad, load_bf16, master, m, v, weights, n, c);                            \
   }
 
 #if defined(__x86_64__)
@@ -121,8 +121,8 @@ ZB_ADAM_CHUNK(, SqrtScalar)
 
 }  // namespace
 
-void adam_cpu(const void* grad, DType grad_dtype, float* master, float* m, float* v,
-              Bf16* weights, size_t n, const AdamParams& params, int threads) {
+void adam_cpu(const void* grad, DType grad_dtype, float* master, float* m, float* v, Bf16* weights,
+              size_t n, const AdamParams& params, int threads) {
   assert(params.step >= 1);
   const AdamConstants c = adam_constants(params);
   // 64 elements: a whole number of cache lines for every array, FP32 or BF16.

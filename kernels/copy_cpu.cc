@@ -36,8 +36,9 @@ void copy_chunk(float* dst, const float* src, size_t n) {
 
 double copy_cpu(float* dst, const float* src, size_t n, int threads) {
   auto start = std::chrono::steady_clock::now();
-  parallel_chunks(n, threads, 64, size_t(1) << 15,
-                  [&](size_t begin, size_t end) { copy_chunk(dst + begin, src + begin, end - begin); });
+  parallel_chunks(n, threads, 64, size_t(1) << 15, [&](size_t begin, size_t end) {
+    copy_chunk(dst + begin, src + begin, end - begin);
+  });
   std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   return elapsed.count();
 }

@@ -22,9 +22,9 @@ __attribute__((always_inline)) inline void momentum_block(const Grad* __restrict
 // Whole blocks, then the tail through the same block code on zero-padded copies, so that an
 // element's bits never depend on where a shard or thread boundary falls (as in adam_cpu.cc).
 template <class Grad, class Load>
-__attribute__((always_inline)) inline void momentum_loop(const Grad* grad, Load load,
-                                                         float* master, float* m, Bf16* weights,
-                                                         size_t n, const MomentumConstants& c) {
+__attribute__((always_inline)) inline void momentum_loop(const Grad* grad, Load load, float* master,
+                                                         float* m, Bf16* weights, size_t n,
+                                                         const MomentumConstants& c) {
   size_t i = 0;
   for (; i + kBlock <= n; i += kBlock)
     momentum_block(grad + i, load, master + i, m + i, weights + i, c);

@@ -37,7 +37,8 @@ __device__ __forceinline__ void load8(const Bf16* p, float out[kVec]) {
 
 __device__ __forceinline__ void store8(Bf16* p, const Bf16 in[kVec]) {
   uint32_t words[4];
-  for (int k = 0; k < 4; ++k) words[k] = uint32_t(in[2 * k].bits) | uint32_t(in[2 * k + 1].bits) << 16;
+  for (int k = 0; k < 4; ++k)
+    words[k] = uint32_t(in[2 * k].bits) | uint32_t(in[2 * k + 1].bits) << 16;
   *reinterpret_cast<uint4*>(p) = make_uint4(words[0], words[1], words[2], words[3]);
 }
 
@@ -84,7 +85,9 @@ struct MomentumOp {
     store8(m + i, mm);
     store8(weights + i, out);
   }
-  __device__ void one(size_t i, float g) const { momentum_element(g, master[i], m[i], weights[i], c); }
+  __device__ void one(size_t i, float g) const {
+    momentum_element(g, master[i], m[i], weights[i], c);
+  }
 };
 
 // Elements [head, head + vectors * kVec) go 8 at a time; the `head` elements before them and
@@ -137,11 +140,11 @@ Status launch(const void* grad, DType grad_dtype, const Op& op, const void* cons
   // Enough resident blocks to keep every SM's memory pipeline full; more only adds tail waves.
   size_t blocks = std::min((work + kThreads - 1) / kThreads, size_t(sms) * 8);
   if (grad_dtype == DType::f32) {
-    update_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(static_cast<const float*>(grad), op,
-                                                             n, head, vectors);
+    update_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(static_cast<const float*>(grad), op, n,
+                                                             head, vectors);
   } else {
-    update_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(static_cast<const Bf16*>(grad), op,
-                                                             n, head, vectors);
+    update_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(static_cast<const Bf16*>(grad), op, n,
+                                                             head, vectors);
   }
   ZB_CUDA_CHECK(cudaGetLastError());
   return Status::ok();
@@ -151,7 +154,8 @@ Status launch(const void* grad, DType grad_dtype, const Op& op, const void* cons
 
 Status adam_cuda(const void* grad, DType grad_dtype, float* master, float* m, float* v,
                  Bf16* weights, size_t n, const AdamParams& params, cudaStream_t stream) {
-  ZB_CHECK(params.step >= 1, "adam_cuda: step must be >= 1 (bias correction divides by 1 - beta^step)");
+  ZB_CHECK(params.step >= 1,
+           "adam_cuda: step must be >= 1 (bias correction divides by 1 - beta^step)");
   AdamOp op{master, m, v, weights, adam_constants(params)};
   const void* state[4] = {master, m, v, weights};
   const size_t sizes[4] = {4, 4, 4, 2};

@@ -31,7 +31,7 @@ struct AdamParams {
   float beta2 = 0.999f;
   float eps = 1e-8f;
   float weight_decay = 0.0f;
-  int64_t step = 1;  // >= 1; bias correction divides by 1 - beta^step
+  int64_t step = 1;         // >= 1; bias correction divides by 1 - beta^step
   float grad_scale = 1.0f;  // e.g. 1/N when the reduced gradient is a sum over N ranks
 };
 
@@ -54,12 +54,13 @@ struct MomentumParams {
 constexpr size_t adam_bytes_per_param(DType grad) { return dtype_size(grad) + 12 + 14; }
 constexpr size_t momentum_bytes_per_param(DType grad) { return dtype_size(grad) + 8 + 10; }
 static_assert(adam_bytes_per_param(DType::bf16) == 28 && adam_bytes_per_param(DType::f32) == 30);
-static_assert(momentum_bytes_per_param(DType::bf16) == 20);
+static_assert(momentum_bytes_per_param(DType::bf16) == 20 &&
+              momentum_bytes_per_param(DType::f32) == 22);
 
 // CPU kernels: `threads` 0 means every hardware thread. Every array holds n elements; the
 // state arrays must not overlap each other or the gradient. Precondition: params.step >= 1.
-void adam_cpu(const void* grad, DType grad_dtype, float* master, float* m, float* v,
-              Bf16* weights, size_t n, const AdamParams& params, int threads);
+void adam_cpu(const void* grad, DType grad_dtype, float* master, float* m, float* v, Bf16* weights,
+              size_t n, const AdamParams& params, int threads);
 void momentum_cpu(const void* grad, DType grad_dtype, float* master, float* m, Bf16* weights,
                   size_t n, const MomentumParams& params, int threads);
 
@@ -68,8 +69,8 @@ void momentum_cpu(const void* grad, DType grad_dtype, float* master, float* m, B
 // them, and master is rounded once at the end.
 void adam_reference(const void* grad, DType grad_dtype, float* master, float* m, float* v,
                     Bf16* weights, size_t n, const AdamParams& params);
-void momentum_reference(const void* grad, DType grad_dtype, float* master, float* m,
-                        Bf16* weights, size_t n, const MomentumParams& params);
+void momentum_reference(const void* grad, DType grad_dtype, float* master, float* m, Bf16* weights,
+                        size_t n, const MomentumParams& params);
 
 #if defined(ZB_HAVE_CUDA)
 // One launch on `stream`; all pointers are device memory. Errors: step < 1, launch failures.
@@ -105,19 +106,17 @@ inline AdamConstants adam_constants(const AdamParams& p) {
   return c;
 }
 
-// Adam in two halves around the square root. They are templates so that the CPU kernel can run
-// them on GCC vector types (see adam_cpu.cc) with the same operations in the same order.
-template <class F>
-ZB_HD void adam_moments(F grad, F& m, F& v, const AdamConstants& c) {
-  F g = grad * c.grad_scale;
+// Adam in two halves around the square root, so the CPU kernel can take the square roots of a
+// block at once (see adam_cpu.cc); adam_element below is the whole update for one element.
+ZB_HD void adam_moments(float grad, float& m, float& v, const AdamConstants& c) {
+  float g = grad * c.grad_scale;
   m = c.beta1 * m + c.one_minus_beta1 * g;
   // (1 - beta2) * g first: g * g alone overflows FP32 30x sooner at beta2 = 0.999.
   v = c.beta2 * v + (c.one_minus_beta2 * g) * g;
 }
 
-template <class F>
-ZB_HD F adam_master(F master, F m, F sqrt_v, const AdamConstants& c) {
-  F denom = sqrt_v * c.inv_sqrt_bc2 + c.eps;
+ZB_HD float adam_master(float master, float m, float sqrt_v, const AdamConstants& c) {
+  float denom = sqrt_v * c.inv_sqrt_bc2 + c.eps;
   return c.decay * master - c.step_size * (m / denom);
 }
 

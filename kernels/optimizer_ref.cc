@@ -32,8 +32,8 @@ void adam_reference(const void* grad, DType grad_dtype, float* master, float* m,
   }
 }
 
-void momentum_reference(const void* grad, DType grad_dtype, float* master, float* m,
-                        Bf16* weights, size_t n, const MomentumParams& p) {
+void momentum_reference(const void* grad, DType grad_dtype, float* master, float* m, Bf16* weights,
+                        size_t n, const MomentumParams& p) {
   const double lr = p.lr, beta = p.beta, wd = p.weight_decay;
   for (size_t i = 0; i < n; ++i) {
     double g = load_grad(grad, grad_dtype, i) * double(p.grad_scale);

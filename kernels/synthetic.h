@@ -31,15 +31,25 @@ ZB_HD float initial_weight(uint64_t index) {
   return bf16_to_float(float_to_bf16(float(int64_t(mix64(index) % 2001) - 1000) / 1024.0f));
 }
 
+// One hash serves a group of 8 consecutive elements (a byte each), so the CPU backward
+// stays cheap next to the communication it is meant to overlap.
+ZB_HD uint64_t grad_group_hash(int rank, int64_t step, uint64_t index) {
+  return mix64((index >> 3) * 0x100000001b3ull ^ (uint64_t(step) << 20) ^ uint64_t(rank));
+}
+
 // Gradient rank `rank` of `ranks` computes for element `index` at `step` from its current
 // BF16 weight: k * 2^-6 with |k| <= 12. Above 16 ranks only every K-th rank contributes to
 // an element, so |sum of k| <= 16 * 12 < 256 and every partial sum is exact in BF16.
-ZB_HD float synthetic_grad(Bf16 weight, int rank, int ranks, int64_t step, uint64_t index) {
+ZB_HD float synthetic_grad_hashed(Bf16 weight, int rank, int ranks, uint64_t index, uint64_t group_hash) {
   int stride = ranks <= 16 ? 1 : (ranks + 15) / 16;
   if (stride > 1 && (uint64_t(rank) + index) % uint64_t(stride) != 0) return 0.0f;
-  uint64_t h = mix64(index * 0x100000001b3ull ^ (uint64_t(step) << 20) ^ uint64_t(rank));
-  int k = int(h % 17) - 8 + int(weight.bits & 7) - 3;
+  int byte = int((group_hash >> (8 * (index & 7))) & 0xff);
+  int k = byte % 17 - 8 + int(weight.bits & 7) - 3;
   return float(k) * (1.0f / 64.0f);
+}
+
+ZB_HD float synthetic_grad(Bf16 weight, int rank, int ranks, int64_t step, uint64_t index) {
+  return synthetic_grad_hashed(weight, rank, ranks, index, grad_group_hash(rank, step, index));
 }
 
 // CPU loops over [0, n): element i is flat index first + i.

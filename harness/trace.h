@@ -1,0 +1,60 @@
+// Trace: spans of one step on a compute and a communication track per rank, written as a
+// Chrome trace (opens in Perfetto); on GPU the compute spans are also NVTX ranges.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "harness/status.h"
+#include "harness/traffic.h"
+
+namespace zb {
+
+enum class Track { compute = 0, comm = 1 };
+
+struct TraceSpan {
+  std::string name;
+  Track track;
+  double start_s, end_s;  // steady clock
+  std::string args;       // JSON object members, e.g. "\"layer\": 3"
+};
+
+class Trace {
+ public:
+  bool enabled() const { return enabled_; }
+  void enable(bool on) { enabled_ = on; }
+  void add(TraceSpan span) {
+    if (enabled_) spans_.push_back(std::move(span));
+  }
+  std::vector<TraceSpan>& spans() { return spans_; }
+  void clear() { spans_.clear(); }
+
+ private:
+  bool enabled_ = false;
+  std::vector<TraceSpan> spans_;
+};
+
+// "all_gather 4.0 MiB (bf16)": the span name of a collective.
+std::string collective_label(const CollRecord& rec);
+
+// Marks a compute span: NVTX range on GPU builds, and a TraceSpan when tracing is on.
+class TraceScope {
+ public:
+  TraceScope(Trace* trace, std::string name, std::string args = "");
+  ~TraceScope();
+
+ private:
+  Trace* trace_;
+  std::string name_, args_;
+  double start_;
+};
+
+// Gathers every rank's spans to rank 0 and writes them, times relative to each rank's
+// `origin_s`, as one Chrome trace: pid = rank, tid 0 = compute, tid 1 = communication.
+// `metadata` (JSON object members) lands in a top-level "zerobench" object.
+Status write_chrome_trace(const std::string& path, const std::vector<TraceSpan>& spans,
+                          double origin_s, MPI_Comm comm, const std::string& metadata);
+
+}  // namespace zb

@@ -1,0 +1,175 @@
+// ZeRO: one training step of each stage, overlapped as real systems do it. Forward and
+// backward walk the layers; collectives go on the communicator's stream and are awaited
+// only where the data needs them.
+#include "harness/zero.h"
+
+namespace zb {
+
+Status ZeroStep::step() {
+  ++step_;
+  ZB_RETURN_IF_ERROR(forward());
+  ZB_RETURN_IF_ERROR(backward());
+  return optimizer();
+}
+
+// dp all-reduces a bucket in place; z1 reduce-scatters it in place into the own block of
+// the full gradients; z2 and z3 reduce-scatter a transient slot into the sharded gradients.
+Status ZeroStep::reduce(const Unit& u, int unit, void* src) {
+  if (mode_ == StepMode::compute_only) return Status::ok();
+  if (trace_.enabled()) log_unit_.resize(comm_.traffic().size() + 1, -1), log_unit_.back() = unit;
+  DType gd = config_.grad_dtype;
+  if (config_.stage == Stage::dp) {
+    ZB_RETURN_IF_ERROR(comm_.allReduce(src, src, u.padded, gd));
+  } else {
+    uint64_t dst = config_.stage == Stage::z1 ? layout_.own_offset(u, rank_) : layout_.shard_offset(u);
+    ZB_RETURN_IF_ERROR(comm_.reduceScatter(src, grad_at(grads_.data(), dst), layout_.block(u), gd));
+  }
+  return config_.overlap ? Status::ok() : comm_.synchronize();
+}
+
+// z1/z2 gather the updated BF16 weights in place; z3 gathers a layer into a transient buffer.
+Status ZeroStep::gather(int unit, Bf16* into, Event* done) {
+  if (mode_ == StepMode::compute_only) return Status::ok();
+  if (trace_.enabled()) log_unit_.resize(comm_.traffic().size() + 1, -1), log_unit_.back() = unit;
+  const Unit& u = layout_.units[size_t(unit)];
+  Bf16* w = weights_.as<Bf16>();
+  if (config_.stage == Stage::z3)
+    ZB_RETURN_IF_ERROR(comm_.allGather(w + layout_.shard_offset(u), into, layout_.block(u), DType::bf16));
+  else
+    ZB_RETURN_IF_ERROR(comm_.allGather(w + layout_.own_offset(u, rank_), w + u.offset, layout_.block(u), DType::bf16));
+  ZB_RETURN_IF_ERROR(comm_.record(done));
+  return config_.overlap ? Status::ok() : comm_.wait(*done);
+}
+
+// z3's gathered layers: the gather for position pos+prefetch is issued before waiting for
+// position pos, into the buffer position pos-1 has just finished with.
+Status ZeroStep::z3_gathered(const std::vector<int>& order, size_t pos, Bf16** weights) {
+  size_t nbuf = gathered_.size(), ahead = config_.overlap ? nbuf - 1 : 0;
+  while (issued_pos_ < order.size() && issued_pos_ <= pos + ahead) {
+    size_t b = issued_pos_ % nbuf;
+    ZB_RETURN_IF_ERROR(compute_.synchronize());  // its last reader is done (GPU)
+    ZB_RETURN_IF_ERROR(gather(order[issued_pos_], gathered_[b].as<Bf16>(), &gathered_ready_[b]));
+    ++issued_pos_;
+  }
+  size_t b = pos % nbuf;
+  ZB_RETURN_IF_ERROR(comm_.wait(gathered_ready_[b]));
+  *weights = gathered_[b].as<Bf16>();
+  return Status::ok();
+}
+
+Status ZeroStep::forward() {
+  const auto& units = layout_.units;
+  std::vector<int> order;
+  for (int i = 0; i < int(units.size()); ++i) order.push_back(i);
+  issued_pos_ = 0;
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    const Unit& u = units[size_t(order[pos])];
+    Bf16* gathered = nullptr;
+    if (config_.stage == Stage::z3) ZB_RETURN_IF_ERROR(z3_gathered(order, pos, &gathered));
+    else if (config_.stage != Stage::dp)
+      ZB_RETURN_IF_ERROR(comm_.wait(weights_ready_[size_t(order[pos])]));  // only this bucket's weights
+    for (int l = u.first_layer; l < u.end_layer; ++l) {
+      TraceScope span(&trace_, "forward L" + std::to_string(l), "\"layer\": " + std::to_string(l));
+      if (layer_compute_ && computing()) ZB_RETURN_IF_ERROR(layer_compute_->forward(l));
+    }
+  }
+  return Status::ok();
+}
+
+Status ZeroStep::layer_backward(const Unit& u, int l, const Bf16* weights, void* grad) {
+  TraceScope span(&trace_, "backward L" + std::to_string(l), "\"layer\": " + std::to_string(l));
+  if (!computing()) return Status::ok();
+  if (layer_compute_) ZB_RETURN_IF_ERROR(layer_compute_->backward(l));
+  uint64_t off = layout_.layer_offset[size_t(l)] - u.offset;
+  uint64_t end = l + 1 < u.end_layer ? layout_.layer_offset[size_t(l) + 1] - u.offset : u.params;
+  return compute_.synthetic_grad(weights + off, grad_at(grad, off), config_.grad_dtype, end - off,
+                                 u.offset + off, rank_, ranks_, step_);
+}
+
+Status ZeroStep::padding_grad(const Unit& u, const Bf16* weights, void* grad) {
+  if (!computing() || u.padded == u.params) return Status::ok();
+  return compute_.synthetic_grad(weights + u.params, grad_at(grad, u.params), config_.grad_dtype,
+                                 u.padded - u.params, u.offset + u.params, rank_, ranks_, step_);
+}
+
+// The fault the tests use to prove the reference check can fail: one element off.
+Status ZeroStep::maybe_corrupt(void* grad) {
+  if (!config_.corrupt || step_ != 1) return Status::ok();
+  ZB_RETURN_IF_ERROR(compute_.synchronize());
+  float one = 1.0f;
+  Bf16 one_bf16 = float_to_bf16(one);
+  const void* src = config_.grad_dtype == DType::bf16 ? static_cast<const void*>(&one_bf16) : &one;
+  return copy_bytes(grad, tracker_.kind(), src, MemKind::host, dtype_size(config_.grad_dtype));
+}
+
+// Backward in reverse; each unit's reduction is issued the moment its gradients are
+// complete. z2/z3 build gradients in two alternating slots, so a slot is refilled only
+// once its previous reduce-scatter is done.
+Status ZeroStep::backward() {
+  const auto& units = layout_.units;
+  std::vector<int> order;
+  for (int i = int(units.size()) - 1; i >= 0; --i) order.push_back(i);
+  issued_pos_ = 0;
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    const Unit& u = units[size_t(order[pos])];
+    Bf16* w = weights_.as<Bf16>() + u.offset;
+    void* grad = grad_at(grads_.data(), u.offset);
+    bool slotted = config_.stage == Stage::z2 || config_.stage == Stage::z3;
+    if (config_.stage == Stage::z3) ZB_RETURN_IF_ERROR(z3_gathered(order, pos, &w));
+    if (slotted) {
+      ZB_RETURN_IF_ERROR(comm_.wait(slot_free_[pos % 2]));
+      grad = slot_[pos % 2].data();
+    }
+    for (int l = u.end_layer - 1; l >= u.first_layer; --l) ZB_RETURN_IF_ERROR(layer_backward(u, l, w, grad));
+    ZB_RETURN_IF_ERROR(padding_grad(u, w, grad));
+    if (pos == 0) ZB_RETURN_IF_ERROR(maybe_corrupt(grad));
+    ZB_RETURN_IF_ERROR(compute_.synchronize());  // the collective reads what compute wrote
+    ZB_RETURN_IF_ERROR(reduce(u, order[pos], grad));
+    if (slotted) ZB_RETURN_IF_ERROR(comm_.record(&slot_free_[pos % 2]));
+  }
+  return Status::ok();
+}
+
+// The optimizer waits for every reduction, updates what this rank owns, and (z1/z2)
+// issues the weight all-gathers, which the next forward waits for bucket by bucket.
+Status ZeroStep::optimizer() {
+  ZB_RETURN_IF_ERROR(comm_.synchronize());
+  {
+    TraceScope span(&trace_, "optimizer");
+    if (computing()) {
+      float scale = 1.0f / float(ranks_);
+      float* v = v_.data() ? v_.as<float>() : nullptr;
+      if (config_.stage == Stage::dp || config_.stage == Stage::z3) {
+        uint64_t n = config_.stage == Stage::dp ? layout_.padded : layout_.shard();
+        ZB_RETURN_IF_ERROR(compute_.update(config_.optimizer, grads_.data(), config_.grad_dtype,
+                                           master_.as<float>(), m_.as<float>(), v, weights_.as<Bf16>(),
+                                           n, step_, scale));
+      } else {
+        for (const auto& u : layout_.units) {
+          uint64_t so = layout_.shard_offset(u), own = layout_.own_offset(u, rank_);
+          uint64_t g = config_.stage == Stage::z1 ? own : so;
+          ZB_RETURN_IF_ERROR(compute_.update(config_.optimizer, grad_at(grads_.data(), g), config_.grad_dtype,
+                                             master_.as<float>() + so, m_.as<float>() + so, v ? v + so : nullptr,
+                                             weights_.as<Bf16>() + own, layout_.block(u), step_, scale));
+        }
+      }
+      ZB_RETURN_IF_ERROR(compute_.synchronize());
+    }
+  }
+  if (config_.stage == Stage::z1 || config_.stage == Stage::z2)
+    for (int i = 0; i < int(layout_.units.size()); ++i)
+      ZB_RETURN_IF_ERROR(gather(i, nullptr, &weights_ready_[size_t(i)]));
+  return Status::ok();
+}
+
+void ZeroStep::add_comm_spans(size_t first) {
+  std::vector<CollRecord> recs = comm_.traffic().records();
+  for (size_t i = first; i < recs.size(); ++i) {
+    if (recs[i].start_s < 0) continue;  // the backend did not time it (NCCL: see Nsight)
+    int unit = i < log_unit_.size() ? log_unit_[i] : -1;
+    trace_.add({collective_label(recs[i]), Track::comm, recs[i].start_s, recs[i].end_s,
+                "\"unit\": " + std::to_string(unit) + ", \"bytes\": " + std::to_string(recs[i].bytes())});
+  }
+}
+
+}  // namespace zb
