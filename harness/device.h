@@ -11,8 +11,8 @@ namespace zb {
 enum class MemKind { host, pinned, device };
 const char* mem_kind_name(MemKind kind);
 
-// An owned allocation. Host memory is mapped fresh and page-aligned, so the kernels' vector
-// loads are aligned and resident-set measurements see whole pages arrive on first touch.
+// An owned allocation. Host memory is mapped fresh (resident-set measurements see whole
+// pages arrive on first touch) and 256-byte aligned, staggered within its first page.
 class Buffer {
  public:
   Buffer() = default;
@@ -33,7 +33,7 @@ class Buffer {
 
  private:
   void* ptr_ = nullptr;
-  size_t bytes_ = 0, mapped_ = 0;
+  size_t bytes_ = 0, mapped_ = 0, stagger_ = 0;
   MemKind kind_ = MemKind::host;
 };
 

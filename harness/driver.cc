@@ -111,6 +111,13 @@ int Driver::init(int argc, char** argv) {
   return -1;
 }
 
+void Driver::set_default_iterations(int64_t iters, int64_t warmup) {
+  iters_ = iters;
+  warmup_ = warmup;
+  flags_.set_default_text("iters", std::to_string(iters));
+  flags_.set_default_text("warmup", std::to_string(warmup));
+}
+
 int Driver::cpu_threads_per_rank() const {
   unsigned hw = std::thread::hardware_concurrency();
   return std::max(1, int(hw ? hw : 1) / std::max(1, local_ranks_));

@@ -61,7 +61,7 @@ class Driver {
 
   Flags& flags() { return flags_; }
   // Per-program defaults, set before init() so --help shows them.
-  void set_default_iterations(int64_t iters, int64_t warmup) { iters_ = iters, warmup_ = warmup; }
+  void set_default_iterations(int64_t iters, int64_t warmup);
   // Initialises MPI, parses flags and creates the communicator. Returns -1 to go on, or an
   // exit code to end with now (0 after --help, 2 after a bad flag, 1 after a failure).
   int init(int argc, char** argv);

@@ -228,6 +228,11 @@ Status Flags::parse(int argc, char** argv, std::vector<std::string>* passthrough
   return Status::ok();
 }
 
+void Flags::set_default_text(const std::string& name, const std::string& text) {
+  for (auto& f : flags_)
+    if (f.name == name) f.default_text = text;
+}
+
 std::string Flags::usage() const {
   std::ostringstream out;
   out << "usage: " << program_ << " [flags]"

@@ -35,6 +35,8 @@ class Flags {
   Status parse(int argc, char** argv, std::vector<std::string>* passthrough, bool* help_requested);
 
   std::string usage() const;
+  // For defaults a program changes after declaring the flag, so --help tells the truth.
+  void set_default_text(const std::string& name, const std::string& text);
   // Programs that run no benchmark (zb_plan) reject --benchmark_* instead of passing it on.
   void allow_benchmark_flags(bool allow) { benchmark_flags_ = allow; }
   const std::string& program() const { return program_; }

@@ -1,0 +1,100 @@
+"""zb_optimizer: the optimizer step of every stage at 2 and 4 ranks ends with the reference's
+state bit for bit; the kernel benchmarks report their counters; bad flags exit 2."""
+import math
+import subprocess
+
+import pytest
+
+from zbrun import ENV, benchmarks, binary, run_json
+
+STAGES = ["dp", "z1", "z2", "z3"]
+OPTIMIZERS = ["adam", "momentum"]
+GRADS = ["bf16", "fp32"]
+# Bytes moved per parameter by the kernels' stated model (kernels/optimizer.h).
+BYTES = {("adam", "bf16"): 28, ("adam", "fp32"): 30, ("momentum", "bf16"): 20,
+         ("momentum", "fp32"): 22}
+# Ψ not divisible by 2 or 4 and three buckets: every sharded collective is padded.
+STEP = ["--parts=step", "--step-params=100003", "--buckets=3", "--iters=2", "--warmup=1"]
+
+
+def padding(params, buckets, np):
+    """Equal buckets (the remainder one each over the first), each padded to a multiple of np."""
+    q, r = divmod(params, buckets)
+    return sum((-(q + (i < r))) % np for i in range(buckets))
+
+
+def segments(name):
+    """'opt_step/stage:z1/params:9/grad:bf16' -> {'family': 'opt_step', 'stage': 'z1', ...}"""
+    head, *rest = name.split("/")
+    return dict([("family", head)] + [tuple(p.split(":", 1)) for p in rest])
+
+
+@pytest.mark.parametrize("np", [2, 4])
+def test_every_stage_matches_the_reference(np):
+    data, proc = run_json(np, "zb_optimizer", STEP)
+    rows = benchmarks(data)
+    want = {f"opt_step/stage:{s}/params:100003/optimizer:{o}/grad:{g}"
+            for o in OPTIMIZERS for g in GRADS for s in STAGES}
+    assert set(rows) == want, proc.stdout
+    for name, b in rows.items():
+        seg = segments(name)
+        assert b["wrong"] == 0, (name, proc.stdout)
+        assert b["ranks"] == np and b["params"] == 100003
+        assert b["padding"] == (0 if seg["stage"] == "dp" else padding(100003, 3, np)), name
+        for part in ("reduce_s", "update_s", "step_s"):
+            assert b[part] > 0, (name, part)
+        assert b["step_s"] == pytest.approx(b["reduce_s"] + b["update_s"] + b["gather_s"], rel=1e-12)
+        # dp and z3 gather nothing; z1 and z2 gather the BF16 weights.
+        assert (b["gather_s"] > 0) == (seg["stage"] in ("z1", "z2")), name
+        assert math.isfinite(b["update_GBps"]) and b["update_GBps"] > 0
+    assert "# zb_optimizer" in proc.stdout and "reduce(ms)" in proc.stdout
+
+
+def test_a_corrupted_gradient_fails_the_check():
+    data, proc = run_json(2, "zb_optimizer", [*STEP, "--kernels=adam", "--grad-dtype=bf16",
+                                              "--fault-corrupt=1"], expect_rc=1)
+    rows = benchmarks(data)
+    assert len(rows) == len(STAGES)
+    for name, b in rows.items():
+        assert b["wrong"] >= 1, name
+    assert "differ from the reference" in proc.stderr
+
+
+def test_kernel_benchmarks_report_bandwidth_against_the_copy_limit():
+    data, proc = run_json(1, "zb_optimizer", ["--parts=kernels", "--min-params=64K",
+                                              "--max-params=256K", "--iters=2", "--warmup=1"])
+    rows = benchmarks(data)
+    want = {f"{o}/params:{p}/grad:{g}/impl:cpu"
+            for o in OPTIMIZERS for g in GRADS for p in (65536, 262144)}
+    assert set(rows) == want, proc.stdout
+    for name, b in rows.items():
+        seg = segments(name)
+        assert b["params"] == int(seg["params"])
+        assert b["bytes_per_param_moved"] == BYTES[(seg["family"], seg["grad"])]
+        for c in ("params_per_s", "GBps", "limit_GBps", "frac_of_limit"):
+            assert math.isfinite(b[c]) and b[c] > 0, (name, c)
+        assert b["GBps"] == pytest.approx(b["params"] * b["bytes_per_param_moved"] / b["kernel_s"] / 1e9)
+        assert b["frac_of_limit"] == pytest.approx(b["GBps"] / b["limit_GBps"])
+    assert "limit GB/s" in proc.stdout
+
+
+BAD = [["--kernels=lamb"], ["--grad-dtype=fp16"], ["--stages=z4"], ["--parts=all"],
+       ["--min-params=2M", "--max-params=1M"], ["--min-params=0"], ["--step-params=0"],
+       ["--buckets=0"], ["--step-params=3", "--buckets=4"], ["--step-factor=0.5"], ["--bogus"]]
+
+
+@pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))
+def test_bad_flags_exit_2_with_one_line(args):
+    proc = subprocess.run([binary("zb_optimizer"), *args], env=ENV, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert len([l for l in proc.stderr.splitlines() if l.strip()]) == 1, proc.stderr
+
+
+def test_help_documents_every_flag():
+    proc = subprocess.run([binary("zb_optimizer"), "--help"], env=ENV, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0
+    for flag in ("--parts", "--kernels", "--grad-dtype", "--min-params", "--max-params",
+                 "--step-factor", "--stages", "--step-params", "--buckets", "--check"):
+        assert flag in proc.stdout, flag
