@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# run_all.sh: builds if needed, detects the hardware, runs the zerobench suite, and writes
-# results/<UTC stamp>_<host>/ with one JSON per benchmark, manifest.json and the figures.
+# run_all.sh: builds if needed, detects the hardware, runs the whole zerobench suite and
+# writes results/<UTC stamp>_<host>/: one JSON per benchmark, manifest.json, logs/, figures/
+# and summary.md; optionally compares the run with a baseline (exit 1 on a regression).
 set -uo pipefail
 root=$(cd "$(dirname "$0")" && pwd)
 cd "$root"
@@ -10,23 +11,55 @@ usage() {
 usage: ./run_all.sh [options]
 
 Builds zerobench if needed, runs every benchmark on the hardware present (NCCL with one
-rank per GPU when GPUs are visible, else MPI on the CPUs) and writes
-results/<UTC stamp>_<host>/: <benchmark>.json (Google Benchmark JSON), manifest.json,
-logs/ and figures/.
+rank per GPU when GPUs are visible, else MPI on the CPUs), draws the figures and prints
+summary.md. Results go to results/<UTC stamp>_<host>/:
+  collectives.json   zb_collectives: all_reduce, reduce_scatter, all_gather over a size sweep
+  zero_wire.json     zb_zero, all four stages over sockets with ring algorithms: volumes
+                     measured at the sockets (skipped with one rank, or one GPU)
+  zero.json          zb_zero, all four stages on the fastest transport, with compute and
+                     overlap: time, exposed communication, memory; trace_<stage>.json timelines
+  zero_sweep.json    zb_zero --compute-sweep: exposed communication against compute
+  optimizer.json     zb_optimizer: kernels against the memory-bandwidth limit, step per stage
+  plan.json          zb_plan: memory per GPU against N = 1..1024 for a 7e9-parameter model
+  manifest.json      revision, command lines, versions, hardware, algorithm settings
+  logs/ figures/ summary.md (and compare.md with --compare)
 
 options:
-  --quick            CI-sized run: small sizes and few iterations (well under a minute here)
+  --quick            CI-sized run: small models and sizes, few iterations (about 2 minutes on
+                     2 cores); with the mpi backend it launches 2 ranks unless --np is given
   --np=N             ranks to launch (default: one per GPU, or one per core, 2..8, on CPUs)
-  --backend=B        auto | mpi | nccl (default auto: nccl when a GPU is visible)
+  --backend=B        auto | mpi | nccl (default auto: nccl when a GPU is visible and the
+                     build has CUDA)
   --out=DIR          results folder (default results/<UTC stamp>_<host>)
-  --only=A,B         run only these benchmarks: collectives
+  --repetitions=N    repeat every Google Benchmark benchmark N times (default 1); the
+                     comparator takes medians and, from 5 on both sides, a Mann-Whitney test
+  --only=A,B         run only these: collectives, zero (both zb_zero runs), sweep,
+                     optimizer, plan
+  --compare=DIR      compare this run with a baseline results folder (for example
+                     results/baselines/<name>) through plots/compare.py; writes compare.md
+                     into the results folder, prints it, and exits 1 on a regression
+  --gate=G           exact (default): fail only when an exact metric differs (wrong,
+                     volume_psi, bytes_per_param, params, ranks, wire_bytes_ideal, ...);
+                     all: also fail when a timing is worse than --threshold
+  --threshold=X      relative change of a timing counted as a regression (default 0.1)
+  --tolerance=M=REL  compare the measured counter M as exact within a relative REL; defaults
+                     bytes_per_param=0.005 (resident-set growth is page-granular and the first
+                     benchmark of a process varies by a few pages) and
+                     volume_psi_measured=0.01 (socket bytes of the ring algorithms); repeatable,
+                     REL 0 makes M bit-exact
   -h, --help         this text
 
+Progress goes to stderr, one line per benchmark with its elapsed time. A benchmark that
+fails is reported with the tail of its log and the others still run; the exit code is 1
+if any benchmark, the figures or the comparison failed, 2 for a bad option.
 Under Slurm (SLURM_JOB_ID set and srun present) ranks are launched with srun, else mpirun.
 USAGE
 }
 
-quick=0 np="" backend=auto out="" only=""
+die2() { echo "run_all.sh: $*" >&2; exit 2; }
+
+quick=0 np="" backend=auto out="" only="" compare="" gate=exact threshold=0.1 reps=1
+declare -A tolerance=([bytes_per_param]=0.005 [volume_psi_measured]=0.01)
 for arg in "$@"; do
   case $arg in
     --quick) quick=1 ;;
@@ -34,21 +67,40 @@ for arg in "$@"; do
     --backend=*) backend=${arg#*=} ;;
     --out=*) out=${arg#*=} ;;
     --only=*) only=${arg#*=} ;;
+    --repetitions=*) reps=${arg#*=} ;;
+    --compare=*) compare=${arg#*=} ;;
+    --gate=*) gate=${arg#*=} ;;
+    --threshold=*) threshold=${arg#*=} ;;
+    --tolerance=*)
+      t=${arg#*=}
+      [[ $t =~ ^[A-Za-z_][A-Za-z0-9_]*=([0-9]+([.][0-9]*)?|[.][0-9]+)$ ]] \
+        || die2 "--tolerance must be METRIC=REL with REL a number >= 0, not '$t'"
+      tolerance[${t%%=*}]=${t#*=} ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "run_all.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    *) die2 "unknown option '$arg' (see --help)" ;;
   esac
 done
-all_benches=(collectives)
-[[ -z $np || $np =~ ^[1-9][0-9]*$ ]] || { echo "run_all.sh: --np must be a positive integer, not '$np'" >&2; exit 2; }
-[[ $backend =~ ^(auto|mpi|nccl)$ ]] || { echo "run_all.sh: --backend must be auto, mpi or nccl, not '$backend'" >&2; exit 2; }
-if [[ -n $only ]]; then
+all_benches=(collectives zero sweep optimizer plan)
+[[ -z $np || $np =~ ^[1-9][0-9]*$ ]] || die2 "--np must be a positive integer, not '$np'"
+[[ $reps =~ ^[1-9][0-9]*$ ]] || die2 "--repetitions must be a positive integer, not '$reps'"
+[[ $backend =~ ^(auto|mpi|nccl)$ ]] || die2 "--backend must be auto, mpi or nccl, not '$backend'"
+[[ $gate =~ ^(exact|all)$ ]] || die2 "--gate must be exact or all, not '$gate'"
+[[ $threshold =~ ^[0-9]+([.][0-9]*)?$|^[.][0-9]+$ ]] || die2 "--threshold must be a number >= 0, not '$threshold'"
+[[ -n $out || $* != *--out=* ]] || die2 "--out needs a folder"
+if [[ $* == *--only=* ]]; then
+  [[ -n $only ]] || die2 "--only needs names (known: ${all_benches[*]})"
   for b in ${only//,/ }; do
-    [[ " ${all_benches[*]} " == *" $b "* ]] || { echo "run_all.sh: --only: unknown benchmark '$b' (known: ${all_benches[*]})" >&2; exit 2; }
+    [[ " ${all_benches[*]} " == *" $b "* ]] || die2 "--only: unknown benchmark '$b' (known: ${all_benches[*]})"
   done
+fi
+if [[ $* == *--compare=* ]]; then
+  [[ -d $compare ]] || die2 "--compare: '$compare' is not a results folder"
+  compare=$(cd "$compare" && pwd)
 fi
 selected() { [[ -z $only || ",$only," == *",$1,"* ]]; }
 
 log() { printf '[run_all %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+t_start=$SECONDS
 
 tools/install_deps.sh || exit 1
 log "building (build/)"
@@ -66,83 +118,206 @@ if [[ $backend == auto ]]; then
 fi
 cores=$(nproc 2>/dev/null || echo 2)
 if [[ -z $np ]]; then
-  if [[ $backend == nccl ]]; then np=$gpus; else np=$((cores < 2 ? 2 : (cores > 8 ? 8 : cores))); fi
+  if [[ $backend == nccl ]]; then np=$((gpus > 0 ? gpus : 1))
+  elif ((quick)); then np=2  # the baseline's rank count: exact metrics depend on N
+  else np=$((cores < 2 ? 2 : (cores > 8 ? 8 : cores))); fi
 fi
 
-launch=()
+# Launcher. On CPUs a rank's compute thread and its communication thread each need a core,
+# so MPI ranks are not bound to one.
+launch=() slurm=0
 if [[ -n ${SLURM_JOB_ID:-} ]] && command -v srun >/dev/null 2>&1; then
+  slurm=1
   launch=(srun -n "$np")
 else
   launch=(mpirun -np "$np")
   ((np > cores)) && launch+=(--oversubscribe)
+  [[ $backend == mpi ]] && launch+=(--bind-to none)
   if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+fi
+
+# Socket transport for measured volumes. MPI: Open MPI's tcp BTL with its ring algorithms,
+# so measured bytes compare with the ring ideal; NCCL: its socket transport.
+wire_env=() wire_mca=() wire_note=""
+ring_mca=(btl tcp,self pml ob1 coll_tuned_use_dynamic_rules 1 coll_tuned_allreduce_algorithm 4
+          coll_tuned_reduce_scatter_algorithm 3 coll_tuned_allgather_algorithm 4)
+if ((np < 2)); then
+  wire_note="one rank moves nothing over a wire"
+elif [[ $backend == nccl ]]; then
+  wire_env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket)
+  # mpirun passes its environment only to local ranks; -x exports it to every node.
+  ((slurm)) || wire_mca=(-x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE -x NCCL_NET)
+elif ((slurm)); then
+  for ((i = 0; i < ${#ring_mca[@]}; i += 2)); do wire_env+=("OMPI_MCA_${ring_mca[i]}=${ring_mca[i + 1]}"); done
+else
+  for ((i = 0; i < ${#ring_mca[@]}; i += 2)); do wire_mca+=(--mca "${ring_mca[i]}" "${ring_mca[i + 1]}"); done
 fi
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 host=$(hostname -s 2>/dev/null || hostname)
 out=${out:-results/${stamp}_${host}}
 mkdir -p "$out/logs" || { echo "run_all.sh: cannot create $out" >&2; exit 1; }
-log "$np ranks, backend $backend, $gpus GPU(s), $cores cores; results in $out"
+out=$(cd "$out" && pwd)
+# A reused folder: drop what this script writes, so nothing stale passes for this run's.
+rm -f "$out"/{collectives,zero_wire,zero,zero_sweep,optimizer,plan,manifest}.json "$out"/trace_*.json \
+  "$out"/summary.md "$out"/compare.md
+runs_tsv=$out/logs/runs.tsv
+: >"$runs_tsv"
+log "$np ranks, backend $backend, $gpus GPU(s), $cores cores$( ((quick)) && echo ', quick');" \
+  "results in $out"
 
 failures=0
-commands=()
-# run_bench NAME ARGS...: one benchmark, its JSON in $out/NAME.json, its log in logs/.
+now_us() { echo "${EPOCHREALTIME/[.,]/}"; }
+# since T0_US: elapsed seconds with one decimal
+since() { local d=$(($(now_us) - $1)); printf '%d.%d' $((d / 1000000)) $((d / 100000 % 10)); }
+# run_bench LABEL JSON SETTINGS CMD...: one benchmark; its log in logs/LABEL.log. SETTINGS
+# (algorithm settings given on the command line) goes to the manifest with the command.
 run_bench() {
-  local name=$1
-  shift
-  local cmd=("${launch[@]}" "$bin/zb_$name" --backend="$backend" --json="$out/$name.json" "$@")
-  commands+=("${cmd[*]}")
-  local t0=$SECONDS
-  log "$name: ${cmd[*]}"
-  if "${cmd[@]}" >"$out/logs/$name.log" 2>&1; then
-    log "$name: done in $((SECONDS - t0)) s"
+  local label=$1 json=$2 settings=$3
+  shift 3
+  local t0 status=ok
+  t0=$(now_us)
+  if "$@" >"$out/logs/$label.log" 2>&1; then
+    log "$label: done in $(since "$t0") s -> ${json:-(no JSON)}"
   else
-    log "$name: FAILED after $((SECONDS - t0)) s (see $out/logs/$name.log)"
-    tail -n 5 "$out/logs/$name.log" >&2
+    status=failed
+    log "$label: FAILED after $(since "$t0") s; last lines of logs/$label.log:"
+    log_tail "$out/logs/$label.log"
     failures=$((failures + 1))
   fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$json" "$status" "$(since "$t0")" "$settings" "$*" \
+    >>"$runs_tsv"
 }
+# log_tail FILE: the last lines of a log without the launcher's boxed banners (the lines
+# between two rules of dashes), which would otherwise hide the benchmark's own message.
+log_tail() {
+  awk '/^----------+$/ { inbox = !inbox; next } !inbox && NF' "$1" | tail -n 8 | sed 's/^/    /' >&2
+}
+# skip LABEL WHY: a benchmark not run, said on stderr and in the manifest.
+skip() {
+  log "$1: skipped: $2"
+  printf '%s\t\tskipped\t0\t%s\t\n' "$1" "$2" >>"$runs_tsv"
+}
+mpi_bench() {  # mpi_bench LABEL BINARY ARGS...: launched on every rank, JSON in LABEL.json
+  local label=$1 binary=$bin/$2
+  shift 2
+  [[ -x $binary ]] || { skip "$label" "$binary not built"; return; }
+  run_bench "$label" "$label.json" "" "${launch[@]}" "$binary" --backend="$backend" --json="$out/$label.json" \
+    "${rep_args[@]}" "$@"
+}
+rep_args=()
+((reps > 1)) && rep_args=(--benchmark_repetitions="$reps")
 
-if selected collectives; then
-  if ((quick)); then
-    run_bench collectives --min-bytes=1K --max-bytes=1M --step-factor=4 --iters=5 --warmup=2
-  elif [[ $backend == nccl ]]; then
-    run_bench collectives --min-bytes=1K --max-bytes=1G --step-factor=2 --iters=20 --warmup=5
+# Sizes: --quick is the CI configuration and the committed baseline's; the full run is sized
+# for a paper. Compute on CPUs sleeps (it must not steal the cores communication runs on);
+# on GPUs it is cuBLAS GEMMs of the given token count, and the sweep spins on the GPU.
+if ((quick)); then
+  coll=(--min-bytes=1K --max-bytes=1M --step-factor=4 --iters=5 --warmup=2)
+  model=(--params=2e6 --layers=8 --bucket-mb=1)
+  zero_iters=(--iters=3 --warmup=1)
+  sweep=(--iters=2 --warmup=1 --compute-sweep=50,200,800)
+  opt_args=(--min-params=256K --max-params=1M --step-factor=4 --step-params=512K --iters=3 --warmup=1)
+  if [[ $backend == nccl ]]; then
+    model=(--params=64e6 --layers=8 --bucket-mb=16)
+    opt_args=(--min-params=1M --max-params=16M --step-factor=4 --step-params=4M --iters=5 --warmup=2)
+  fi
+elif [[ $backend == nccl ]]; then
+  coll=(--min-bytes=1K --max-bytes=1G --step-factor=2 --iters=20 --warmup=5)
+  model=(--params=5e8 --layers=16 --bucket-mb=25)
+  zero_iters=(--iters=10 --warmup=3)
+  sweep=(--iters=5 --warmup=2 --compute-sweep=0,100,300,1000,3000,10000)
+  opt_args=(--iters=10 --warmup=3)
+else
+  coll=(--min-bytes=1K --max-bytes=64M --step-factor=2 --iters=10 --warmup=3)
+  model=(--params=16e6 --layers=16 --bucket-mb=4)
+  zero_iters=(--iters=10 --warmup=3)
+  sweep=(--iters=5 --warmup=2 --compute-sweep=0,100,300,1000,3000,10000)
+  opt_args=(--iters=10 --warmup=3)
+fi
+if [[ $backend == nccl ]]; then
+  compute=(--compute=gemm:$( ((quick)) && echo 512 || echo 4096)) sweep_kind=(--compute=spin:0)
+else
+  compute=(--compute=sleep:$( ((quick)) && echo 200 || echo 1000)) sweep_kind=()
+fi
+
+selected collectives && mpi_bench collectives zb_collectives "${coll[@]}"
+
+if selected zero; then
+  if [[ -n $wire_note ]]; then
+    skip zero_wire "$wire_note"
+  elif [[ ! -x $bin/zb_zero ]]; then
+    skip zero_wire "$bin/zb_zero not built"
   else
-    run_bench collectives --min-bytes=1K --max-bytes=64M --step-factor=2 --iters=10 --warmup=3
+    prefix=()
+    ((${#wire_env[@]})) && prefix=(env "${wire_env[@]}")
+    run_bench zero_wire zero_wire.json "${wire_env[*]:-${wire_mca[*]}}" \
+      "${prefix[@]}" "${launch[@]}" "${wire_mca[@]}" "$bin/zb_zero" --backend="$backend" \
+      --json="$out/zero_wire.json" "${rep_args[@]}" "${model[@]}" "${zero_iters[@]}"
+  fi
+  mpi_bench zero zb_zero "${model[@]}" "${zero_iters[@]}" "${compute[@]}" --overlap=on \
+    --trace="$out/trace.json"
+fi
+
+selected sweep && mpi_bench zero_sweep zb_zero "${model[@]}" "${sweep[@]}" "${sweep_kind[@]}" --overlap=on
+
+selected optimizer && mpi_bench optimizer zb_optimizer "${opt_args[@]}"
+
+if selected plan; then
+  if [[ -x $bin/zb_plan ]]; then
+    # Runs nothing on the hardware: one process, no launcher.
+    run_bench plan plan.json "" "$bin/zb_plan" --params=7e9 --dp=1,2,4,8,16,32,64,128,256,512,1024 \
+      --json="$out/plan.json"
+  else
+    skip plan "$bin/zb_plan not built"
   fi
 fi
 
-python3 - "$out/manifest.json" "$backend" "$np" "$gpus" "$quick" "${commands[@]}" <<'PY'
-import json, os, platform, subprocess, sys, tempfile
-path, backend, np, gpus, quick, *commands = sys.argv[1:]
-def sh(*cmd):
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
-    except Exception:
-        return ""
-manifest = {
-    "revision": sh("git", "rev-parse", "HEAD"),
-    "dirty": bool(sh("git", "status", "--porcelain", "--untracked-files=no")),
-    "host": platform.node(), "backend": backend, "ranks": int(np), "gpus": int(gpus),
-    "quick": quick == "1", "commands": commands,
-    "versions": {"mpirun": sh("mpirun", "--version").splitlines()[0] if sh("mpirun", "--version") else "",
-                 "nvidia_smi": sh("nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader")},
-    "algorithm_settings": {k: v for k, v in os.environ.items() if k.startswith(("OMPI_MCA_coll", "OMPI_MCA_btl", "OMPI_MCA_pml", "NCCL_"))},
-}
-fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path))
-with os.fdopen(fd, "w") as f:
-    json.dump(manifest, f, indent=2)
-os.replace(tmp, path)
-PY
+python3 plots/manifest.py "$out" --runs="$runs_tsv" --backend="$backend" --ranks="$np" --gpus="$gpus" \
+  --quick="$quick" --launcher="${launch[*]}" --argv="$*" \
+  || { log "manifest.json: FAILED"; failures=$((failures + 1)); }
 
-# The summary: each benchmark's own closing table.
-if [[ -f $out/logs/collectives.log ]]; then
-  sed -n '/^# zb_collectives/,$p' "$out/logs/collectives.log"
+t0=$(now_us)
+if python3 plots/zbplot.py "$out" >"$out/logs/figures.log" 2>&1; then
+  drawn=$(grep -c '^zbplot: wrote' "$out/logs/figures.log")
+  log "figures: done in $(since "$t0") s -> figures/ ($drawn figures)"
+else
+  log "figures: FAILED; last lines of logs/figures.log:"
+  log_tail "$out/logs/figures.log"
+  failures=$((failures + 1))
 fi
 
-if ((failures)); then
-  log "$failures benchmark(s) failed; results so far are in $out"
+if python3 plots/summary.py "$out" >"$out/logs/summary.log" 2>&1; then
+  echo
+  cat "$out/summary.md"
+else
+  log "summary.md: FAILED; last lines of logs/summary.log:"
+  log_tail "$out/logs/summary.log"
+  failures=$((failures + 1))
+fi
+
+compare_failed=0
+if [[ -n $compare ]]; then
+  tol_args=()
+  for m in "${!tolerance[@]}"; do tol_args+=(--tolerance="$m=${tolerance[$m]}"); done
+  python3 plots/compare.py "$compare" "$out" --gate="$gate" --threshold="$threshold" "${tol_args[@]}" \
+    --markdown="$out/compare.md" >"$out/logs/compare.log" 2>&1
+  rc=$?
+  if [[ -f $out/compare.md ]] && ((rc != 2)); then
+    echo
+    cat "$out/compare.md"
+  else
+    log_tail "$out/logs/compare.log"
+  fi
+  case $rc in
+    0) log "compare with $compare: PASS (gate $gate)" ;;
+    1) log "compare with $compare: REGRESSION (gate $gate); see compare.md"; compare_failed=1 ;;
+    *) log "compare with $compare: could not compare (exit $rc); see logs/compare.log"; compare_failed=1 ;;
+  esac
+fi
+
+if ((failures || compare_failed)); then
+  what="$failures failure(s)$( ((compare_failed)) && echo ', comparison failed')"
+  log "finished in $((SECONDS - t_start)) s: $what; results in $out"
   exit 1
 fi
-log "all done: $out"
+log "all done in $((SECONDS - t_start)) s: $out"

@@ -9,12 +9,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gbjson  # noqa: E402
-from compare_rules import Row, compare_benchmark  # noqa: E402
+from compare_rules import TOLERANCE_HELP, Row, compare_benchmark  # noqa: E402
 
 HEADER = ["benchmark", "metric", "baseline", "current", "change", "verdict"]
 
 
-def _pair_rows(base_runs, cur_runs, threshold, gate, gone="benchmark not in current"):
+def _pair_rows(base_runs, cur_runs, threshold, gate, gone="benchmark not in current",
+               tolerances=None):
     """Report rows for one pair of Google Benchmark files."""
     base = {gbjson.match_key(k): v for k, v in gbjson.samples(base_runs).items()}
     cur = {gbjson.match_key(k): v for k, v in gbjson.samples(cur_runs).items()}
@@ -22,7 +23,7 @@ def _pair_rows(base_runs, cur_runs, threshold, gate, gone="benchmark not in curr
     rows = []
     for name, runs in base.items():
         if name in cur:
-            rows += compare_benchmark(name, runs, cur[name], threshold, gate)
+            rows += compare_benchmark(name, runs, cur[name], threshold, gate, tolerances)
         elif name in errors:
             rows.append(Row(name, "-", math.nan, math.nan, math.nan, "ERROR", errors[name]))
         else:
@@ -40,7 +41,7 @@ def _gb_file(path, role):
     return gbjson.parse_gb(path, doc)
 
 
-def collect(baseline, current, threshold, gate):
+def collect(baseline, current, threshold, gate, tolerances=None):
     """[(title, base context, current context, rows)] for two files or two results folders."""
     if os.path.isdir(baseline) != os.path.isdir(current):
         raise gbjson.InputError(
@@ -48,7 +49,7 @@ def collect(baseline, current, threshold, gate):
     if not os.path.isdir(baseline):
         bctx, bruns = _gb_file(baseline, "BASELINE")
         cctx, cruns = _gb_file(current, "CURRENT")
-        return [("", bctx, cctx, _pair_rows(bruns, cruns, threshold, gate))]
+        return [("", bctx, cctx, _pair_rows(bruns, cruns, threshold, gate, tolerances=tolerances))]
     sections = []
     base_names = sorted(f for f in os.listdir(baseline) if f.endswith(".json"))
     for fname in base_names:
@@ -60,10 +61,11 @@ def collect(baseline, current, threshold, gate):
         cpath = os.path.join(current, fname)
         if os.path.exists(cpath):
             cctx, cruns = _gb_file(cpath, "CURRENT")
-            rows = _pair_rows(bruns, cruns, threshold, gate)
+            rows = _pair_rows(bruns, cruns, threshold, gate, tolerances=tolerances)
         else:
             # Every benchmark of a vanished file is reported missing, which fails.
-            cctx, rows = {}, _pair_rows(bruns, [], threshold, gate, f"{fname} not in current")
+            cctx, rows = {}, _pair_rows(bruns, [], threshold, gate, f"{fname} not in current",
+                                        tolerances)
         sections.append((fname, bctx, cctx, rows))
     known = set(base_names)
     for fname in sorted(f for f in os.listdir(current) if f.endswith(".json")):
@@ -72,7 +74,8 @@ def collect(baseline, current, threshold, gate):
         doc = gbjson.load_json(os.path.join(current, fname))
         if gbjson.is_gb(doc):
             cctx, cruns = gbjson.parse_gb(os.path.join(current, fname), doc)
-            sections.append((fname, {}, cctx, _pair_rows([], cruns, threshold, gate)))
+            sections.append((fname, {}, cctx,
+                             _pair_rows([], cruns, threshold, gate, tolerances=tolerances)))
     if not sections:
         raise gbjson.InputError(f"no Google Benchmark JSON files in {baseline}")
     return sections
@@ -147,11 +150,22 @@ def main(argv=None):
     p.add_argument("--markdown", metavar="OUT.md", help="also write the report as Markdown")
     p.add_argument("--gate", choices=["exact", "all"], default="all",
                    help="exact: fail only on exact metrics (noisy machines); all: also on timings")
+    p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=REL",
+                   help=TOLERANCE_HELP)
     args = p.parse_args(argv)
     if not args.threshold >= 0:
         p.error("--threshold must be a number >= 0")
+    tolerances = {}
+    for item in args.tolerance:
+        metric, _, rel = item.partition("=")
+        try:
+            tolerances[metric] = float(rel)
+        except ValueError:
+            tolerances[metric] = math.nan
+        if not metric or not tolerances[metric] >= 0:
+            p.error(f"--tolerance {item!r}: expected METRIC=REL with REL >= 0")
     try:
-        sections = collect(args.baseline, args.current, args.threshold, args.gate)
+        sections = collect(args.baseline, args.current, args.threshold, args.gate, tolerances)
     except gbjson.InputError as e:
         print(f"compare: error: {e}", file=sys.stderr)
         return 2

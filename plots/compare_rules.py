@@ -4,10 +4,17 @@ import math
 import statistics
 from dataclasses import dataclass
 
-# Counters that follow from the configuration alone: any change is a bug.
+# Counters that follow from the configuration alone: any change is a bug. bytes_per_param
+# is measured (resident-set growth, cudaMemGetInfo) and therefore page-granular; it is
+# exact by default, and run_all.sh relaxes it with --tolerance (see TOLERANCE_HELP).
 EXACT = {"wrong", "volume_psi", "bytes_per_param", "bytes_per_param_formula",
-         "params", "ranks", "wire_bytes_ideal"}
+         "bytes_per_param_tracked", "bytes_per_param_moved", "params", "ranks", "padding",
+         "state_params", "transient_peak_bytes", "wire_bytes_ideal"}
 EXACT_REL_TOL = 1e-9
+
+TOLERANCE_HELP = ("METRIC=REL: compare METRIC as an exact (always gated) metric that may differ "
+                  "by a relative REL; also makes a measured counter such as volume_psi_measured "
+                  "exact within REL. Repeatable.")
 
 # The significance test needs this many repetitions on both sides to mean anything.
 MIN_REPS_FOR_TEST = 5
@@ -17,9 +24,9 @@ ALPHA = 0.05
 FAILING = {"REGRESSION", "MISMATCH", "MISSING", "ERROR"}
 
 
-def kind(metric):
+def kind(metric, tolerances=None):
     """"exact", "lower" (time: lower is better), "higher", or None (not compared)."""
-    if metric in EXACT:
+    if metric in EXACT or metric in (tolerances or {}):
         return "exact"
     if (metric == "GBps" or metric.endswith("_GBps") or metric.endswith("params_per_s")
             or metric.endswith("frac_of_limit") or metric.endswith("overlap_eff")):
@@ -55,10 +62,10 @@ def _median(values):
     return statistics.median(vals) if vals else math.nan
 
 
-def _same(a, b):
+def _same(a, b, rel_tol=EXACT_REL_TOL):
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
-    return math.isclose(a, b, rel_tol=EXACT_REL_TOL, abs_tol=0.0)
+    return math.isclose(a, b, rel_tol=max(rel_tol, EXACT_REL_TOL), abs_tol=0.0)
 
 
 def _relative(base, cur):
@@ -69,12 +76,13 @@ def _relative(base, cur):
     return (cur - base) / abs(base)
 
 
-def compare_exact(bench, metric, base_vals, cur_vals):
-    """Every current repetition must equal the baseline's value."""
+def compare_exact(bench, metric, base_vals, cur_vals, rel_tol=0.0):
+    """Every current repetition must equal the baseline's value (within rel_tol if given)."""
     base = base_vals[0]
-    cur = next((v for v in cur_vals if not _same(base, v)), cur_vals[0])
-    ok = all(_same(base, v) for v in cur_vals) and all(_same(base, v) for v in base_vals)
-    return Row(bench, metric, base, cur, _relative(base, cur), "ok" if ok else "MISMATCH")
+    cur = next((v for v in cur_vals if not _same(base, v, rel_tol)), cur_vals[0])
+    ok = all(_same(base, v, rel_tol) for v in cur_vals + base_vals)
+    note = f"tolerance {rel_tol * 100:g}%" if rel_tol > 0 else ""
+    return Row(bench, metric, base, cur, _relative(base, cur), "ok" if ok else "MISMATCH", note)
 
 
 def _significant(base_vals, cur_vals, worse_is_greater):
@@ -115,14 +123,18 @@ def compare_timed(bench, metric, base_vals, cur_vals, threshold, gated):
     return Row(bench, metric, base, cur, change, "REGRESSION", note)
 
 
-def compare_benchmark(bench, base_runs, cur_runs, threshold, gate):
-    """All report rows for one benchmark present on both sides."""
+def compare_benchmark(bench, base_runs, cur_runs, threshold, gate, tolerances=None):
+    """All report rows for one benchmark present on both sides.
+
+    tolerances: {metric: relative tolerance} for metrics compared as exact within it.
+    """
+    tolerances = tolerances or {}
     metrics = ["real_time"]
     for r in base_runs + cur_runs:
         metrics += [m for m in r.counters if m not in metrics]
     rows = []
     for metric in metrics:
-        k = kind(metric)
+        k = kind(metric, tolerances)
         if k is None:
             continue
         in_base = metric == "real_time" or any(metric in r.counters for r in base_runs)
@@ -140,7 +152,8 @@ def compare_benchmark(bench, base_runs, cur_runs, threshold, gate):
         base_vals = [r.value(metric) for r in base_runs]
         cur_vals = [r.value(metric) for r in cur_runs]
         if k == "exact":
-            rows.append(compare_exact(bench, metric, base_vals, cur_vals))
+            rows.append(compare_exact(bench, metric, base_vals, cur_vals,
+                                      tolerances.get(metric, 0.0)))
         else:
             rows.append(compare_timed(bench, metric, base_vals, cur_vals, threshold, gated))
     return rows

@@ -21,6 +21,7 @@ LOOK_DENSE = {
     "other": {"facecolors": "0.45", "hatch": ""},
 }
 LEGEND = {"compute": "compute", "comm": "communication", "other": "other"}
+SHORT = {"compute": "compute", "comm": "comm"}
 
 
 def check(path, doc):
@@ -66,6 +67,11 @@ def timeline(doc, outdir, stem="timeline"):
 
     look = LOOK_DENSE if len(spans) > DENSE else LOOK
     fig, ax = fs.new_figure(height=min(6.0, 0.9 + 0.22 * len(tracks)))
+    # Bars are drawn from the first event on, in the axis' unit, so that ticks fall on round
+    # times; the CSV keeps the trace's own microsecond timestamps.
+    t0 = min(e["ts"] for e in spans)
+    span_us = max(e["ts"] + e["dur"] for e in spans) - t0
+    scale, unit = (1e6, "s") if span_us >= 1e6 else (1e3, "ms") if span_us >= 1e3 else (1, "µs")
     rows, kinds, labels = [], set(), []
     for y, track in enumerate(tracks):
         kind = _kind(track[1], names.get(track))
@@ -73,20 +79,19 @@ def timeline(doc, outdir, stem="timeline"):
         mine = sorted((e for e in spans if (e.get("pid"), e.get("tid")) == track),
                       key=lambda e: e["ts"])
         # Row 0 at the top, the way trace viewers show rank 0 first.
-        ax.broken_barh([(e["ts"], e["dur"]) for e in mine], (-y - 0.4, 0.8),
-                       edgecolor="black", linewidth=0.3 if look is LOOK else 0, **look[kind])
-        labels.append(f"rank {track[0]} {names.get(track) or kind}")
+        ax.broken_barh([((e["ts"] - t0) / scale, e["dur"] / scale) for e in mine],
+                       (-y - 0.4, 0.8), edgecolor="black",
+                       linewidth=0.3 if look is LOOK else 0, **look[kind])
+        # Short labels: at one column width long thread names crowd out the plot.
+        short = SHORT.get(kind) or names.get(track) or kind
+        labels.append(f"rank {track[0]} {short}")
         rows += [[e.get("pid"), e.get("tid"), kind, e.get("name", ""), e["ts"], e["dur"]]
                  for e in mine]
     ax.set_yticks([-y for y in range(len(tracks))])
     ax.set_yticklabels(labels)
     ax.grid(axis="y", visible=False)
-    t0 = min(e["ts"] for e in spans)
-    span_us = max(e["ts"] + e["dur"] for e in spans) - t0
-    scale, unit = (1e6, "s") if span_us >= 1e6 else (1e3, "ms") if span_us >= 1e3 else (1, "µs")
-    # The bars keep the trace's own microsecond timestamps; only the tick labels shift to zero.
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{(v - t0) / scale:g}"))
-    ax.set_xlim(t0, t0 + max(span_us, 1) * 1.01)
+    ax.set_xlim(0, max(span_us, 1) * 1.01 / scale)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel(f"time since first event ({unit})")
     handles = [mpatches.Patch(facecolor=look[k]["facecolors"], hatch=look[k]["hatch"],
                               edgecolor="black", linewidth=0.3, label=LEGEND[k])

@@ -29,11 +29,13 @@ def _checked(check):
     return load
 
 
-# (input file, how to turn its JSON into what the figure takes, figure)
+# (input file, how to turn its JSON into what the figure takes, figure). A tuple of files:
+# the first one present; volumes come from run_all.sh's socket run when there is one,
+# because only a socket transport lets volume_psi_measured be measured.
 FIGURES = [
     ("collectives.json", _gb, fig_collectives.busbw),
     ("zero.json", _gb, fig_zero.bytes_per_param),
-    ("zero.json", _gb, fig_zero.volume),
+    (("zero_wire.json", "zero.json"), _gb, fig_zero.volume),
     ("zero.json", _gb, fig_zero.step_time),
     ("zero_sweep.json", _gb, fig_sweep.exposed_vs_ratio),
     ("optimizer.json", _gb, fig_optimizer.bandwidth),
@@ -44,12 +46,14 @@ FIGURES = [
 def _jobs(results):
     """([(input name, figure name, draw(outdir))], notes) for figures whose input exists."""
     jobs, loaded, notes = [], {}, []
-    for fname, convert, draw in FIGURES:
-        path = os.path.join(results, fname)
+    for names, convert, draw in FIGURES:
+        names = (names,) if isinstance(names, str) else names
+        fname = next((n for n in names if os.path.isfile(os.path.join(results, n))), None)
         what = f"{draw.__module__}.{draw.__name__}"
-        if not os.path.isfile(path):
-            notes.append(f"skipping {what}: no {fname}")
+        if fname is None:
+            notes.append(f"skipping {what}: no {' or '.join(names)}")
             continue
+        path = os.path.join(results, fname)
         if fname not in loaded:
             loaded[fname] = gbjson.load_json(path)
         data = convert(path, loaded[fname])

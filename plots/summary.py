@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Writes RESULTS_DIR/summary.md: the article's table with the measured columns, peak busbw.
+
+Only selects and formats values the C++ benchmarks wrote; it computes no metric.
+"""
+
+import argparse
+import glob
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import gbjson  # noqa: E402
+
+STAGES = ["dp", "z1", "z2", "z3"]
+# DESIGN.md's table: resident bytes per parameter and what a step communicates.
+ARTICLE = {
+    "dp": ("w+g+o", "all-reduce"),
+    "z1": ("w+g+o/N", "reduce-scatter + all-gather"),
+    "z2": ("w+(g+o)/N", "reduce-scatter during backward + all-gather"),
+    "z3": ("(w+g+o)/N", "all-gather per layer (fwd, bwd) + reduce-scatter"),
+}
+OPS = ["all_reduce", "reduce_scatter", "all_gather"]
+
+
+def fmt(v, digits=3):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return f"{v:.{digits}f}"
+
+
+def ms(v):
+    """Seconds as the C++ wrote them, shown in milliseconds."""
+    return "n/a" if v is None or math.isnan(v) else f"{v * 1e3:.2f}"
+
+
+def size_text(n):
+    for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n:g} B"
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def load(results, name):
+    """{run_name: pick} for one Google Benchmark file, or None when it is absent."""
+    path = os.path.join(results, name)
+    if not os.path.isfile(path):
+        return None
+    return gbjson.representative(gbjson.load_gb(path)[1])
+
+
+def by_stage(picks):
+    out = {}
+    for p in (picks or {}).values():
+        out.setdefault(p.params.get("stage"), p)
+    return out
+
+
+def value(pick, metric):
+    return pick.value(metric) if pick is not None else math.nan
+
+
+def zero_section(results):
+    zero, wire = load(results, "zero.json"), load(results, "zero_wire.json")
+    if zero is None and wire is None:
+        return []
+    z, w = by_stage(zero), by_stage(wire)
+    rows = []
+    for stage in STAGES:
+        t, v = z.get(stage), w.get(stage)
+        if t is None and v is None:
+            continue
+        mem = t if t is not None else v  # memory: the timed run, else the socket run
+        vol = v if v is not None else t  # volumes: the socket run, else the timed run
+        rows.append([stage, ARTICLE[stage][0], ARTICLE[stage][1],
+                     fmt(value(mem, "bytes_per_param_formula")), fmt(value(mem, "bytes_per_param")),
+                     fmt(value(vol, "volume_psi"), 4), fmt(value(vol, "volume_psi_measured"), 4),
+                     ms(value(t, "step_s")), ms(value(t, "compute_s")),
+                     ms(value(t, "exposed_comm_s")), fmt(value(t, "overlap_eff"), 2),
+                     " / ".join(fmt(value(p, "wrong"), 0) for p in (v, t))])
+    head = ["stage", "bytes/param (article)", "collectives", "bytes/param formula",
+            "measured", "volume ideal (Ψ)", "measured (Ψ)", "step (ms)", "compute (ms)",
+            "exposed comm (ms)", "overlap", "wrong (wire / time)"]
+    out = ["## ZeRO stages: the article's table, measured", ""]
+    first = next(iter((zero or wire).values()), None)
+    if first is not None:
+        params = [f"{k}:{first.params[k]}" for k in ("params", "layers", "optimizer", "grad")
+                  if k in first.params]
+        out += [f"Model {', '.join(params)}; N = {fmt(first.value('ranks'), 0)} ranks. Bytes per "
+                "parameter: w = 2, g = 2 (BF16) or 4 (FP32), o = 12 (Adam) or 8 (momentum).", ""]
+    out += [table(head, rows), ""]
+    out.append("- bytes/param measured: resident-set growth (host) or cudaMemGetInfo (GPU) while "
+               "the state is allocated, busiest rank. Step (median), compute, exposed "
+               "communication and overlap: zero.json, fastest transport, with compute.")
+    if wire is not None:
+        out.append("- volume: zero_wire.json; measured from the bytes written to sockets, ring "
+                   "algorithms.")
+    else:
+        out.append("- volume: zero.json (no socket run: zero_wire.json is absent).")
+    return out + [""]
+
+
+def collectives_section(results):
+    picks = load(results, "collectives.json")
+    if not picks:
+        return []
+    best = {}
+    for p in picks.values():
+        bw = p.value("busbw_GBps")
+        if math.isnan(bw):
+            continue
+        if p.family not in best or bw > best[p.family].value("busbw_GBps"):
+            best[p.family] = p
+    order = sorted(best, key=lambda op: (OPS.index(op) if op in OPS else len(OPS), op))
+    rows = []
+    for op in order:
+        p = best[op]
+        size = gbjson.number(p.params.get("bytes"))
+        rows.append([op, fmt(p.value("busbw_GBps"), 3), fmt(p.value("algbw_GBps"), 3),
+                     size_text(size) if size is not None else "n/a", p.params.get("dtype", ""),
+                     fmt(p.value("wrong"), 0)])
+    return ["## Collectives: peak bus bandwidth per op", "",
+            table(["op", "peak busbw (GB/s)", "algbw (GB/s)", "at size", "dtype", "wrong"], rows),
+            ""]
+
+
+def sweep_section(results):
+    picks = load(results, "zero_sweep.json")
+    if not picks:
+        return []
+    rows = []
+    keyed = sorted(picks.values(), key=lambda p: (
+        STAGES.index(p.params.get("stage")) if p.params.get("stage") in STAGES else 9,
+        gbjson.number(p.params.get("compute_us")) or 0.0))
+    for p in keyed:
+        rows.append([p.params.get("stage", ""), p.params.get("compute_us", ""),
+                     ms(p.value("compute_s")), ms(p.value("comm_s")),
+                     ms(p.value("exposed_comm_s")), fmt(p.value("overlap_eff"), 2)])
+    return ["## Compute sweep: exposed communication", "",
+            table(["stage", "compute per layer (µs)", "compute (ms)", "comm (ms)",
+                   "exposed comm (ms)", "overlap"], rows), ""]
+
+
+OPT_COLUMNS = [("params", "params", 0), ("params_per_s", "params/s", 4), ("GBps", "GB/s", 2),
+               ("limit_GBps", "limit GB/s", 2), ("frac_of_limit", "of limit", 3),
+               ("reduce_s", "reduce (ms)", None), ("update_s", "update (ms)", None),
+               ("gather_s", "gather (ms)", None), ("step_s", "step (ms)", None)]
+
+
+def optimizer_section(results):
+    picks = load(results, "optimizer.json")
+    if not picks:
+        return []
+    cols = [c for c in OPT_COLUMNS if any(p.has(c[0]) for p in picks.values())]
+    rows = []
+    for p in picks.values():
+        cells = [p.name.replace("|", "\\|")]
+        for metric, _, digits in cols:
+            v = p.value(metric)
+            if digits is None:
+                cells.append(ms(v))
+            elif metric == "params_per_s" and not math.isnan(v):
+                cells.append(f"{v:.{digits}g}")
+            else:
+                cells.append(fmt(v, digits))
+        rows.append(cells)
+    return ["## Optimizer", "", table(["benchmark"] + [c[1] for c in cols], rows), ""]
+
+
+def plan_section(results):
+    path = os.path.join(results, "plan.json")
+    if not os.path.isfile(path):
+        return []
+    doc = gbjson.load_json(path)
+    rows = [r for r in doc.get("rows", []) if isinstance(r, dict)]
+    dps = sorted({r.get("dp") for r in rows if isinstance(r.get("dp"), (int, float))})
+    model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+    out = []
+    for stage in STAGES:
+        mine = {r.get("dp"): r for r in rows if r.get("stage") == stage}
+        if mine:
+            out.append([stage] + [fmt(mine[d].get("gb_per_gpu", math.nan), 2) if d in mine else ""
+                                  for d in dps])
+    if not out:
+        return []
+    params = model.get("params")
+    title = "the planned model"
+    if isinstance(params, (int, float)):
+        scale, suffix = next(((sc, sf) for sc, sf in ((1e12, "T"), (1e9, "B"), (1e6, "M"))
+                              if params >= sc), (1, ""))
+        title = f"{params / scale:g}{suffix} parameters"
+    return [f"## Plan: memory per GPU (GB) against N, {title} (zb_plan)", "",
+            table(["stage"] + [f"N={d:g}" for d in dps], out), ""]
+
+
+def header(results):
+    man = {}
+    path = os.path.join(results, "manifest.json")
+    if os.path.isfile(path):
+        doc = gbjson.load_json(path)
+        man = doc if isinstance(doc, dict) else {}
+    lines = ["# zerobench results", ""]
+    if man:
+        hw = man.get("hardware", {}) or {}
+        gpus = hw.get("gpus") or []
+        what = (f"{len(gpus)} x {gpus[0].get('name')}" if gpus
+                else f"{hw.get('cpu_model', '?')}, {hw.get('cores', '?')} cores")
+        rev = (man.get("revision") or "?")[:12] + (" (dirty)" if man.get("dirty") else "")
+        lines.append(f"`{man.get('run_all', './run_all.sh')}` on {man.get('host', '?')} ({what}): "
+                     f"backend {man.get('backend', '?')}, {man.get('ranks', '?')} ranks, "
+                     f"revision {rev}.")
+        bad = [b for b in man.get("runs", []) if b.get("status") not in ("ok",)]
+        for b in bad:
+            why = f": {b['why']}" if b.get("why") else f" (see logs/{b['name']}.log)"
+            lines.append(f"- **{b['name']} {b.get('status')}**{why}")
+        lines.append("")
+    return lines
+
+
+def figures(results):
+    pngs = sorted(glob.glob(os.path.join(glob.escape(results), "figures", "*.png")))
+    if not pngs:
+        return []
+    names = [os.path.relpath(p, results) for p in pngs]
+    return ["## Figures", "", "PNG, PDF and the CSV of the numbers drawn, in `figures/`: "
+            + ", ".join(f"[{os.path.basename(n)[:-4]}]({n})" for n in names) + ".", ""]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("results", metavar="RESULTS_DIR")
+    p.add_argument("--print", action="store_true", help="also print summary.md")
+    args = p.parse_args(argv)
+    if not os.path.isdir(args.results):
+        print(f"summary: error: {args.results} is not a folder", file=sys.stderr)
+        return 2
+    try:
+        lines = header(args.results)
+        for section in (zero_section, collectives_section, sweep_section, optimizer_section,
+                        plan_section, figures):
+            lines += section(args.results)
+    except gbjson.InputError as e:
+        print(f"summary: error: {e}", file=sys.stderr)
+        return 2
+    text = "\n".join(lines).rstrip() + "\n"
+    path = os.path.join(args.results, "summary.md")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+    if args.print:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
