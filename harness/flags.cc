@@ -8,16 +8,6 @@
 
 namespace zb {
 
-std::string where(const char* file, int line) {
-  std::string f(file);
-  size_t slash = f.rfind('/');
-  if (slash != std::string::npos) {
-    size_t prev = f.rfind('/', slash - 1);
-    f = f.substr(prev == std::string::npos ? 0 : prev + 1);
-  }
-  return f + ":" + std::to_string(line) + ": ";
-}
-
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> out;
   std::string cur;

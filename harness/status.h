@@ -27,7 +27,17 @@ class Status {
   std::string msg_;
 };
 
-std::string where(const char* file, int line);
+// "harness/comm_mpi.cc:88: ": the place a check failed. Inline, so the kernels below the
+// harness can use the check macros without linking it.
+inline std::string where(const char* file, int line) {
+  std::string f(file);
+  size_t slash = f.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    size_t prev = f.rfind('/', slash - 1);
+    f = f.substr(prev == std::string::npos ? 0 : prev + 1);
+  }
+  return f + ":" + std::to_string(line) + ": ";
+}
 
 }  // namespace zb
 
