@@ -1,10 +1,9 @@
 """zb_collectives at 2, 3 and 4 ranks: correctness, counters, measured wire bytes, faults."""
-import subprocess
 import time
 
 import pytest
 
-from zbrun import ENV, TCP_RING, benchmarks, binary, is_nan, mpirun, run_json
+from zbrun import TCP_RING, benchmarks, is_nan, mpirun, run_json, run_single, stderr_lines
 
 COUNTERS = ["ranks", "bytes", "algbw_GBps", "busbw_GBps", "wrong", "wire_bytes_ideal",
             "wire_bytes_measured"]
@@ -98,24 +97,20 @@ BAD = [["--ops=all_to_all"], ["--dtype=fp16"], ["--min-bytes=0"], ["--min-bytes=
 
 @pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))
 def test_bad_flags_exit_2_with_one_line(args):
-    proc = subprocess.run([binary("zb_collectives"), *args], env=ENV, capture_output=True,
-                          text=True, timeout=60)
+    proc = run_single("zb_collectives", args)
     assert proc.returncode == 2, proc.stderr
-    lines = [l for l in proc.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1, proc.stderr
+    assert len(stderr_lines(proc)) == 1, proc.stderr
     assert proc.stdout == ""
 
 
 def test_nccl_without_gpu_is_one_clear_line():
-    proc = subprocess.run([binary("zb_collectives"), "--backend=nccl"], env=ENV,
-                          capture_output=True, text=True, timeout=60)
+    proc = run_single("zb_collectives", ["--backend=nccl"])
     assert proc.returncode == 2
     assert "nccl" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_help_documents_every_flag():
-    proc = subprocess.run([binary("zb_collectives"), "--help"], env=ENV, capture_output=True,
-                          text=True, timeout=60)
+    proc = run_single("zb_collectives", ["--help"])
     assert proc.returncode == 0
     for flag in ("--ops", "--min-bytes", "--max-bytes", "--step-factor", "--dtype", "--iters",
                  "--warmup", "--check", "--backend", "--json", "--timeout"):

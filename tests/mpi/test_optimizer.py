@@ -1,11 +1,10 @@
 """zb_optimizer: the optimizer step of every stage at 2 and 4 ranks ends with the reference's
 state bit for bit; the kernel benchmarks report their counters; bad flags exit 2."""
 import math
-import subprocess
 
 import pytest
 
-from zbrun import ENV, benchmarks, binary, run_json
+from zbrun import benchmarks, run_json, run_single, stderr_lines
 
 STAGES = ["dp", "z1", "z2", "z3"]
 OPTIMIZERS = ["adam", "momentum"]
@@ -85,15 +84,13 @@ BAD = [["--kernels=lamb"], ["--grad-dtype=fp16"], ["--stages=z4"], ["--parts=all
 
 @pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))
 def test_bad_flags_exit_2_with_one_line(args):
-    proc = subprocess.run([binary("zb_optimizer"), *args], env=ENV, capture_output=True, text=True,
-                          timeout=60)
+    proc = run_single("zb_optimizer", args)
     assert proc.returncode == 2, proc.stderr
-    assert len([l for l in proc.stderr.splitlines() if l.strip()]) == 1, proc.stderr
+    assert len(stderr_lines(proc)) == 1, proc.stderr
 
 
 def test_help_documents_every_flag():
-    proc = subprocess.run([binary("zb_optimizer"), "--help"], env=ENV, capture_output=True,
-                          text=True, timeout=60)
+    proc = run_single("zb_optimizer", ["--help"])
     assert proc.returncode == 0
     for flag in ("--parts", "--kernels", "--grad-dtype", "--min-params", "--max-params",
                  "--step-factor", "--stages", "--step-params", "--buckets", "--check"):

@@ -1,10 +1,9 @@
 """zb_zero at 2, 3 and 4 ranks: every stage ends with the reference's weights, volumes are
 2Ψ and 3Ψ by accounting and at the sockets, and memory per parameter matches the formula."""
-import subprocess
 
 import pytest
 
-from zbrun import ENV, TCP_RING, benchmarks, binary, is_nan, run_json
+from zbrun import TCP_RING, benchmarks, is_nan, run_json, run_single, stderr_lines
 
 STAGES = ["dp", "z1", "z2", "z3"]
 IDEAL = {"dp": 2.0, "z1": 2.0, "z2": 2.0, "z3": 3.0}
@@ -102,7 +101,6 @@ BAD = [["--model=llama:x=1"], ["--model=gpt:layers=2,hidden=0,vocab=5"], ["--mod
 
 @pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))
 def test_bad_flags_exit_2_with_one_line(args):
-    proc = subprocess.run([binary("zb_zero"), *args], env=ENV, capture_output=True, text=True,
-                          timeout=60)
+    proc = run_single("zb_zero", args)
     assert proc.returncode == 2, proc.stderr
-    assert len([l for l in proc.stderr.splitlines() if l.strip()]) == 1, proc.stderr
+    assert len(stderr_lines(proc)) == 1, proc.stderr

@@ -54,3 +54,13 @@ def benchmarks(data):
 
 def is_nan(x):
     return isinstance(x, float) and math.isnan(x)
+
+
+def run_single(program, args, timeout=60):
+    """Runs one process without mpirun (MPI's singleton start)."""
+    return subprocess.run([binary(program), *args], env=ENV, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def stderr_lines(proc):
+    return [l for l in proc.stderr.splitlines() if l.strip()]

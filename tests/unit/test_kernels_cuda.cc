@@ -11,6 +11,7 @@
 #include "kernels/copy.h"
 #include "kernels/gemm.h"
 #include "kernels/optimizer.h"
+#include "tests/unit/random_values.h"
 #include "kernels/spin.h"
 
 namespace zb {
@@ -51,13 +52,6 @@ struct DeviceVec {
     return out;
   }
 };
-
-std::vector<float> random_values(size_t n, float lo, float hi, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> out(n);
-  for (float& x : out) x = dist(rng);
-  return out;
-}
 
 // The bound of test_optimizer_kernels.cc for one step: 8 FP32 ulps (2^-24 each) relative to
 // the terms of each result. The GPU contracts multiply-adds into FMAs, which only rounds less.

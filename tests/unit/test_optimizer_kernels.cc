@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/optimizer.h"
+#include "tests/unit/random_values.h"
 
 namespace zb {
 namespace {
@@ -43,13 +44,6 @@ Grads make_grads(DType dtype, const std::vector<float>& values) {
   Grads g{dtype, values, {}};
   for (float x : values) g.bf16.push_back(float_to_bf16(x));
   return g;
-}
-
-std::vector<float> random_values(size_t n, float lo, float hi, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> out(n);
-  for (float& x : out) x = dist(rng);
-  return out;
 }
 
 State random_state(size_t n, std::mt19937& rng) {
