@@ -54,7 +54,18 @@ class Communicator {
   virtual Status barrier() = 0;
 
   virtual Status record(Event* event) = 0;
+  // The host waits (bounded by the timeout, so a lost collective becomes an error).
   virtual Status wait(const Event& event) = 0;
+  // Ordering between the compute engine and the communication stream, only where the data
+  // needs it. `compute_stream` is Compute::stream() (a cudaStream_t; null on CPU).
+  //   afterCompute:  collectives issued from now on start once the compute work queued so
+  //                  far has finished (they read what it wrote, or overwrite what it reads);
+  //   computeAfter:  compute queued from now on starts once `event` is complete.
+  // nccl: CUDA events between the two streams; the host does not block. mpi: CPU compute
+  // has finished when its call returns, so afterCompute has nothing to order and
+  // computeAfter is the host's wait().
+  virtual Status afterCompute(void* compute_stream) = 0;
+  virtual Status computeAfter(const Event& event, void* compute_stream) = 0;
   Status synchronize();
 
   // Every collective issued is appended here (the accounting side of volume checks).

@@ -17,12 +17,14 @@ ncclDataType_t nccl_type(DType d) { return d == DType::bf16 ? ncclBfloat16 : ncc
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(MPI_Comm mpi, ncclComm_t comm, cudaStream_t stream, int rank, int size,
-                   double timeout_s)
-      : Communicator(rank, size, timeout_s), mpi_(mpi), comm_(comm), stream_(stream) {}
+  NcclCommunicator(MPI_Comm mpi, ncclComm_t comm, cudaStream_t stream, cudaEvent_t compute_done,
+                   int rank, int size, double timeout_s)
+      : Communicator(rank, size, timeout_s), mpi_(mpi), comm_(comm), stream_(stream),
+        compute_done_(compute_done) {}
 
   ~NcclCommunicator() override {
     for (auto& op : inflight_) cudaEventDestroy(op.done);
+    cudaEventDestroy(compute_done_);
     ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
     MPI_Comm_free(&mpi_);
@@ -45,6 +47,24 @@ class NcclCommunicator final : public Communicator {
 
   Status record(Event* event) override {
     event->seq = issued_;
+    return Status::ok();
+  }
+
+  // One event serves every call: a stream wait binds to the record made before it.
+  Status afterCompute(void* compute_stream) override {
+    ZB_CUDA_CHECK(cudaEventRecord(compute_done_, static_cast<cudaStream_t>(compute_stream)));
+    ZB_CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_done_, 0));
+    return Status::ok();
+  }
+
+  // The collective that completes `event` is the one issued as number event.seq; if it has
+  // left the in-flight list, the host already saw it complete.
+  Status computeAfter(const Event& event, void* compute_stream) override {
+    for (const Inflight& op : inflight_)
+      if (op.seq == event.seq) {
+        ZB_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(compute_stream), op.done, 0));
+        break;
+      }
     return Status::ok();
   }
 
@@ -112,6 +132,7 @@ class NcclCommunicator final : public Communicator {
   MPI_Comm mpi_;
   ncclComm_t comm_;
   cudaStream_t stream_;
+  cudaEvent_t compute_done_;
   std::deque<Inflight> inflight_;
   uint64_t issued_ = 0;
 };
@@ -138,7 +159,9 @@ Status make_nccl_communicator(MPI_Comm world, double timeout_s,
   ZB_NCCL_CHECK(ncclCommInitRank(&comm, size, id, rank));
   cudaStream_t stream;
   ZB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  *out = std::make_unique<NcclCommunicator>(mpi, comm, stream, rank, size, timeout_s);
+  cudaEvent_t compute_done;
+  ZB_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done, cudaEventDisableTiming));
+  *out = std::make_unique<NcclCommunicator>(mpi, comm, stream, compute_done, rank, size, timeout_s);
   return Status::ok();
 }
 

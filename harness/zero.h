@@ -82,7 +82,8 @@ class ZeroStep {
   Status forward();
   Status backward();
   Status optimizer();
-  Status z3_gathered(const std::vector<int>& order, size_t pos, Bf16** weights);
+  Status z3_gathered(size_t pos, Bf16** weights);
+  Status compute_after(const Event& e);
   Status layer_backward(const Unit& u, int layer, const Bf16* weights, void* grad);
   Status padding_grad(const Unit& u, const Bf16* weights, void* grad);
   Status maybe_corrupt(void* grad);
@@ -102,8 +103,7 @@ class ZeroStep {
   std::vector<Buffer> gathered_;     // transient (z3): prefetch + 1 gathered layers
   Event slot_free_[2];
   std::vector<Event> gathered_ready_, weights_ready_;  // z3 per buffer; z1/z2 per unit
-  std::vector<int> gathered_unit_;   // which unit each z3 buffer holds, -1 none
-  size_t issued_pos_ = 0;            // z3: gathers issued so far in the current pass
+  size_t issued_pos_ = 0;            // z3: gathers issued so far in this step (forward, backward)
   StepMode mode_ = StepMode::full;
   LayerCompute* layer_compute_ = nullptr;
   Trace trace_;

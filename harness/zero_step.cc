@@ -1,6 +1,6 @@
 // ZeRO: one training step of each stage, overlapped as real systems do it. Forward and
-// backward walk the layers; collectives go on the communicator's stream and are awaited
-// only where the data needs them.
+// backward walk the layers; collectives go on the communicator's stream, and compute and
+// communication are ordered by events only where the data needs it.
 #include "harness/zero.h"
 
 namespace zb {
@@ -10,6 +10,14 @@ Status ZeroStep::step() {
   ZB_RETURN_IF_ERROR(forward());
   ZB_RETURN_IF_ERROR(backward());
   return optimizer();
+}
+
+// Compute that reads what a collective wrote (or overwrites what it reads) starts after it.
+// Sleep compute idles the host in place of an accelerator, so there the host itself waits;
+// kernels wait on their stream (GPU) or the host runs them (CPU, where this is a host wait).
+Status ZeroStep::compute_after(const Event& e) {
+  bool host_compute = layer_compute_ && layer_compute_->spec().kind == ComputeSpec::Kind::sleep;
+  return host_compute ? comm_.wait(e) : comm_.computeAfter(e, compute_.stream());
 }
 
 // dp all-reduces a bucket in place; z1 reduce-scatters it in place into the own block of
@@ -41,33 +49,35 @@ Status ZeroStep::gather(int unit, Bf16* into, Event* done) {
   return config_.overlap ? Status::ok() : comm_.wait(*done);
 }
 
-// z3's gathered layers: the gather for position pos+prefetch is issued before waiting for
-// position pos, into the buffer position pos-1 has just finished with.
-Status ZeroStep::z3_gathered(const std::vector<int>& order, size_t pos, Bf16** weights) {
-  size_t nbuf = gathered_.size(), ahead = config_.overlap ? nbuf - 1 : 0;
-  while (issued_pos_ < order.size() && issued_pos_ <= pos + ahead) {
+// z3's gathered layers, in the step's order of use: forward 0..U-1, then backward U-1..0.
+// The gather for position pos+prefetch is issued before waiting for position pos, into the
+// buffer position pos-1 has just finished with; the order runs on from forward into
+// backward, so backward's first layers are gathered while forward's last ones compute.
+Status ZeroStep::z3_gathered(size_t pos, Bf16** weights) {
+  const size_t units = layout_.units.size(), nbuf = gathered_.size();
+  const size_t ahead = config_.overlap ? nbuf - 1 : 0;
+  auto unit_at = [&](size_t p) { return int(p < units ? p : 2 * units - 1 - p); };
+  while (issued_pos_ < 2 * units && issued_pos_ <= pos + ahead) {
     size_t b = issued_pos_ % nbuf;
-    ZB_RETURN_IF_ERROR(compute_.synchronize());  // its last reader is done (GPU)
-    ZB_RETURN_IF_ERROR(gather(order[issued_pos_], gathered_[b].as<Bf16>(), &gathered_ready_[b]));
+    ZB_RETURN_IF_ERROR(comm_.afterCompute(compute_.stream()));  // its last reader is done
+    ZB_RETURN_IF_ERROR(gather(unit_at(issued_pos_), gathered_[b].as<Bf16>(), &gathered_ready_[b]));
     ++issued_pos_;
   }
   size_t b = pos % nbuf;
-  ZB_RETURN_IF_ERROR(comm_.wait(gathered_ready_[b]));
+  ZB_RETURN_IF_ERROR(compute_after(gathered_ready_[b]));
   *weights = gathered_[b].as<Bf16>();
   return Status::ok();
 }
 
 Status ZeroStep::forward() {
   const auto& units = layout_.units;
-  std::vector<int> order;
-  for (int i = 0; i < int(units.size()); ++i) order.push_back(i);
   issued_pos_ = 0;
-  for (size_t pos = 0; pos < order.size(); ++pos) {
-    const Unit& u = units[size_t(order[pos])];
+  for (size_t pos = 0; pos < units.size(); ++pos) {
+    const Unit& u = units[pos];
     Bf16* gathered = nullptr;
-    if (config_.stage == Stage::z3) ZB_RETURN_IF_ERROR(z3_gathered(order, pos, &gathered));
+    if (config_.stage == Stage::z3) ZB_RETURN_IF_ERROR(z3_gathered(pos, &gathered));
     else if (config_.stage != Stage::dp)
-      ZB_RETURN_IF_ERROR(comm_.wait(weights_ready_[size_t(order[pos])]));  // only this bucket's weights
+      ZB_RETURN_IF_ERROR(compute_after(weights_ready_[pos]));  // only this bucket's weights
     for (int l = u.first_layer; l < u.end_layer; ++l) {
       TraceScope span(&trace_, "forward L" + std::to_string(l), "\"layer\": " + std::to_string(l));
       if (layer_compute_ && computing()) ZB_RETURN_IF_ERROR(layer_compute_->forward(l));
@@ -95,6 +105,7 @@ Status ZeroStep::padding_grad(const Unit& u, const Bf16* weights, void* grad) {
 // The fault the tests use to prove the reference check can fail: one element off.
 Status ZeroStep::maybe_corrupt(void* grad) {
   if (!config_.corrupt || step_ != 1) return Status::ok();
+  ZB_RETURN_IF_ERROR(comm_.synchronize());  // bounded: compute may be waiting on a collective
   ZB_RETURN_IF_ERROR(compute_.synchronize());
   float one = 1.0f;
   Bf16 one_bf16 = float_to_bf16(one);
@@ -107,59 +118,56 @@ Status ZeroStep::maybe_corrupt(void* grad) {
 // once its previous reduce-scatter is done.
 Status ZeroStep::backward() {
   const auto& units = layout_.units;
-  std::vector<int> order;
-  for (int i = int(units.size()) - 1; i >= 0; --i) order.push_back(i);
-  issued_pos_ = 0;
-  for (size_t pos = 0; pos < order.size(); ++pos) {
-    const Unit& u = units[size_t(order[pos])];
+  for (size_t pos = 0; pos < units.size(); ++pos) {
+    const int unit = int(units.size() - 1 - pos);
+    const Unit& u = units[size_t(unit)];
     Bf16* w = weights_.as<Bf16>() + u.offset;
     void* grad = grad_at(grads_.data(), u.offset);
     bool slotted = config_.stage == Stage::z2 || config_.stage == Stage::z3;
-    if (config_.stage == Stage::z3) ZB_RETURN_IF_ERROR(z3_gathered(order, pos, &w));
+    if (config_.stage == Stage::z3) ZB_RETURN_IF_ERROR(z3_gathered(units.size() + pos, &w));
     if (slotted) {
-      ZB_RETURN_IF_ERROR(comm_.wait(slot_free_[pos % 2]));
+      ZB_RETURN_IF_ERROR(compute_after(slot_free_[pos % 2]));
       grad = slot_[pos % 2].data();
     }
     for (int l = u.end_layer - 1; l >= u.first_layer; --l) ZB_RETURN_IF_ERROR(layer_backward(u, l, w, grad));
     ZB_RETURN_IF_ERROR(padding_grad(u, w, grad));
     if (pos == 0) ZB_RETURN_IF_ERROR(maybe_corrupt(grad));
-    ZB_RETURN_IF_ERROR(compute_.synchronize());  // the collective reads what compute wrote
-    ZB_RETURN_IF_ERROR(reduce(u, order[pos], grad));
+    ZB_RETURN_IF_ERROR(comm_.afterCompute(compute_.stream()));  // it reads what compute wrote
+    ZB_RETURN_IF_ERROR(reduce(u, unit, grad));
     if (slotted) ZB_RETURN_IF_ERROR(comm_.record(&slot_free_[pos % 2]));
   }
   return Status::ok();
 }
 
-// The optimizer waits for every reduction, updates what this rank owns, and (z1/z2)
-// issues the weight all-gathers, which the next forward waits for bucket by bucket.
+// The optimizer waits for every reduction (on the host, bounded by the timeout, so a lost
+// collective is an error rather than a stalled stream), updates what this rank owns, and
+// (z1/z2) issues each bucket's weight all-gather as soon as that bucket is updated; the
+// next forward waits for them bucket by bucket.
 Status ZeroStep::optimizer() {
   ZB_RETURN_IF_ERROR(comm_.synchronize());
-  {
-    TraceScope span(&trace_, "optimizer");
-    if (computing()) {
-      float scale = 1.0f / float(ranks_);
-      float* v = v_.data() ? v_.as<float>() : nullptr;
-      if (config_.stage == Stage::dp || config_.stage == Stage::z3) {
-        uint64_t n = config_.stage == Stage::dp ? layout_.padded : layout_.shard();
-        ZB_RETURN_IF_ERROR(compute_.update(config_.optimizer, grads_.data(), config_.grad_dtype,
-                                           master_.as<float>(), m_.as<float>(), v, weights_.as<Bf16>(),
-                                           n, step_, scale));
-      } else {
-        for (const auto& u : layout_.units) {
-          uint64_t so = layout_.shard_offset(u), own = layout_.own_offset(u, rank_);
-          uint64_t g = config_.stage == Stage::z1 ? own : so;
-          ZB_RETURN_IF_ERROR(compute_.update(config_.optimizer, grad_at(grads_.data(), g), config_.grad_dtype,
-                                             master_.as<float>() + so, m_.as<float>() + so, v ? v + so : nullptr,
-                                             weights_.as<Bf16>() + own, layout_.block(u), step_, scale));
-        }
-      }
-      ZB_RETURN_IF_ERROR(compute_.synchronize());
-    }
+  TraceScope span(&trace_, "optimizer");
+  const float scale = 1.0f / float(ranks_);
+  float* v = v_.data() ? v_.as<float>() : nullptr;
+  if (config_.stage == Stage::dp || config_.stage == Stage::z3) {
+    uint64_t n = config_.stage == Stage::dp ? layout_.padded : layout_.shard();
+    if (computing())
+      ZB_RETURN_IF_ERROR(compute_.update(config_.optimizer, grads_.data(), config_.grad_dtype,
+                                         master_.as<float>(), m_.as<float>(), v, weights_.as<Bf16>(),
+                                         n, step_, scale));
+    return compute_.synchronize();
   }
-  if (config_.stage == Stage::z1 || config_.stage == Stage::z2)
-    for (int i = 0; i < int(layout_.units.size()); ++i)
-      ZB_RETURN_IF_ERROR(gather(i, nullptr, &weights_ready_[size_t(i)]));
-  return Status::ok();
+  for (int i = 0; i < int(layout_.units.size()); ++i) {
+    const Unit& u = layout_.units[size_t(i)];
+    uint64_t so = layout_.shard_offset(u), own = layout_.own_offset(u, rank_);
+    uint64_t g = config_.stage == Stage::z1 ? own : so;
+    if (computing())
+      ZB_RETURN_IF_ERROR(compute_.update(config_.optimizer, grad_at(grads_.data(), g), config_.grad_dtype,
+                                         master_.as<float>() + so, m_.as<float>() + so, v ? v + so : nullptr,
+                                         weights_.as<Bf16>() + own, layout_.block(u), step_, scale));
+    ZB_RETURN_IF_ERROR(comm_.afterCompute(compute_.stream()));  // it sends the updated block
+    ZB_RETURN_IF_ERROR(gather(i, nullptr, &weights_ready_[size_t(i)]));
+  }
+  return compute_.synchronize();
 }
 
 void ZeroStep::add_comm_spans(size_t first) {
