@@ -156,10 +156,12 @@ class MpiCommunicator final : public Communicator {
   // Waits for the next collective by polling, as NCCL's proxy and MPI's own progress do: a
   // handoff then costs no system call and no wake-up of a parked core (tens of microseconds
   // per collective on a virtual machine), and a core that a rank's compute leaves idle
-  // stays awake, in a compute-only step as in a full one, so both time the same machine.
-  // At idle priority the polling takes only cycles nobody else wants, and it yields, so
-  // another rank's communication thread on the same core runs first. After kPollSeconds
-  // without work (between benchmarks) the thread parks on the condition variable.
+  // stays awake, in a compute-only step (which follows full ones well within kPollSeconds)
+  // as in a full one, so both time the same machine. At idle priority the polling takes
+  // only cycles nobody else wants (where SCHED_IDLE is refused, nice 10 gives it about a
+  // tenth of a contended core), and it yields, so another rank's communication thread on
+  // the same core runs first. After kPollSeconds without work (between benchmarks) the
+  // thread parks on the condition variable.
   void poll_for_work() {
     const double until = now_seconds() + kPollSeconds;
     for (int spins = 0; queued_.load(std::memory_order_acquire) == 0; ++spins) {

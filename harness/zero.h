@@ -102,6 +102,7 @@ class ZeroStep {
   Buffer slot_[2];                   // transient: a bucket's or layer's full gradients
   std::vector<Buffer> gathered_;     // transient (z3): prefetch + 1 gathered layers
   Event slot_free_[2];
+  Event stream_awaited_;             // the last event the compute stream was told to wait for
   std::vector<Event> gathered_ready_, weights_ready_;  // z3 per buffer; z1/z2 per unit
   size_t issued_pos_ = 0;            // z3: gathers issued so far in this step (forward, backward)
   StepMode mode_ = StepMode::full;

@@ -15,9 +15,16 @@ Status ZeroStep::step() {
 // Compute that reads what a collective wrote (or overwrites what it reads) starts after it.
 // Sleep compute idles the host in place of an accelerator, so there the host itself waits;
 // kernels wait on their stream (GPU) or the host runs them (CPU, where this is a host wait).
+// On a stream the host runs ahead, but only one such wait ahead: it first waits (bounded by
+// the timeout) for the event the previous wait named, which the engine has normally passed
+// already. A lost collective then becomes a timeout error here, before the host could fill
+// the launch queue behind a stream that will never move and block in a launch.
 Status ZeroStep::compute_after(const Event& e) {
   bool host_compute = layer_compute_ && layer_compute_->spec().kind == ComputeSpec::Kind::sleep;
-  return host_compute ? comm_.wait(e) : comm_.computeAfter(e, compute_.stream());
+  if (host_compute) return comm_.wait(e);
+  ZB_RETURN_IF_ERROR(comm_.wait(stream_awaited_));
+  stream_awaited_ = e;
+  return comm_.computeAfter(e, compute_.stream());
 }
 
 // dp all-reduces a bucket in place; z1 reduce-scatters it in place into the own block of
@@ -53,6 +60,8 @@ Status ZeroStep::gather(int unit, Bf16* into, Event* done) {
 // The gather for position pos+prefetch is issued before waiting for position pos, into the
 // buffer position pos-1 has just finished with; the order runs on from forward into
 // backward, so backward's first layers are gathered while forward's last ones compute.
+// Backward gathers the last layer again although a buffer may still hold it: every layer
+// is gathered twice, the 2 psi of all-gathers in z3's 3 psi, as the article counts it.
 Status ZeroStep::z3_gathered(size_t pos, Bf16** weights) {
   const size_t units = layout_.units.size(), nbuf = gathered_.size();
   const size_t ahead = config_.overlap ? nbuf - 1 : 0;
@@ -105,12 +114,12 @@ Status ZeroStep::padding_grad(const Unit& u, const Bf16* weights, void* grad) {
 // The fault the tests use to prove the reference check can fail: one element off.
 Status ZeroStep::maybe_corrupt(void* grad) {
   if (!config_.corrupt || step_ != 1) return Status::ok();
-  ZB_RETURN_IF_ERROR(comm_.synchronize());  // bounded: compute may be waiting on a collective
-  ZB_RETURN_IF_ERROR(compute_.synchronize());
   float one = 1.0f;
   Bf16 one_bf16 = float_to_bf16(one);
   const void* src = config_.grad_dtype == DType::bf16 ? static_cast<const void*>(&one_bf16) : &one;
-  return copy_bytes(grad, tracker_.kind(), src, MemKind::host, dtype_size(config_.grad_dtype));
+  // On the compute stream, so the reduction that follows is ordered after it like any
+  // gradient write (the host value is consumed before the call returns).
+  return compute_.copy(grad, src, dtype_size(config_.grad_dtype));
 }
 
 // Backward in reverse; each unit's reduction is issued the moment its gradients are
@@ -140,7 +149,8 @@ Status ZeroStep::backward() {
 }
 
 // The optimizer waits for every reduction (on the host, bounded by the timeout, so a lost
-// collective is an error rather than a stalled stream), updates what this rank owns, and
+// collective is an error rather than a stalled stream; on GPU that wait also covers the
+// compute the last reduction is queued behind), updates what this rank owns, and
 // (z1/z2) issues each bucket's weight all-gather as soon as that bucket is updated; the
 // next forward waits for them bucket by bucket.
 Status ZeroStep::optimizer() {
