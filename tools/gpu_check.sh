@@ -41,10 +41,10 @@ grep -A 8 '^# zb_zero' "$out/nccl_zero.log"
 # Overlapped steps with cuBLAS GEMM compute, ordered by CUDA events between the compute and
 # communication streams, each checked against the reference, and a trace per stage (NVTX
 # ranges for Nsight); the z3 one is the overlapped z3 step.
-check nccl_z3_overlap "$bin/zb_zero" --backend=nccl --model=gpt:layers=8,hidden=2048,vocab=32000 \
+check nccl_overlap "$bin/zb_zero" --backend=nccl --model=gpt:layers=8,hidden=2048,vocab=32000 \
   --compute=gemm:4096 --prefetch=1 --iters=5 --warmup=2 --trace="$out/trace.json" \
   --json="$out/zero_overlap.json"
-grep -A 3 '^# zb_zero' "$out/nccl_z3_overlap.log"
+grep -A 6 '^# zb_zero' "$out/nccl_overlap.log"
 python3 -c "import json,sys; t=json.load(open(sys.argv[1])); print('trace events:', len(t['traceEvents']))" \
   "$out/trace_z3.json"
 
