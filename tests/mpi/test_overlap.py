@@ -69,7 +69,8 @@ def test_overlap_hides_communication_behind_sleep(per_collective_us):
     # collectives runs. About one launch in six lands in a placement that stays for the
     # whole run and makes z3's communication alone 60% slower (measured 13.7 ms instead of
     # 8.6 ms), where its median drops to 0.7-0.8. A stage below 0.8 is therefore measured
-    # again in a fresh launch, twice at most; the medians measured otherwise are 0.84-0.95.
+    # again in a fresh launch, twice at most; the medians measured otherwise are 0.80-0.95
+    # (z3 lowest, at 0.80-0.93).
     # Serialised (below) the same steps measure 0 in every launch, so the bound still
     # tells overlap from none.
     best, tries = {}, []
