@@ -34,7 +34,6 @@ class MpiCommunicator final : public Communicator {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
-      stop_flag_.store(true, std::memory_order_relaxed);
     }
     cv_.notify_all();
     worker_.join();
@@ -166,7 +165,7 @@ class MpiCommunicator final : public Communicator {
     const double until = now_seconds() + kPollSeconds;
     for (int spins = 0; queued_.load(std::memory_order_acquire) == 0; ++spins) {
       sched_yield();
-      if (spins % 64 == 0 && (stop_flag_.load(std::memory_order_relaxed) || now_seconds() > until)) return;
+      if (spins % 64 == 0 && (stop_.load(std::memory_order_relaxed) || now_seconds() > until)) return;
     }
   }
 
@@ -225,10 +224,9 @@ class MpiCommunicator final : public Communicator {
   std::deque<Task> queue_;
   Task running_{};
   uint64_t issued_ = 0, completed_ = 0;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};   // set under mu_; the polling loop reads it lock-free
   Status failure_;
   std::atomic<int64_t> queued_{0};  // tasks in queue_, readable without the lock
-  std::atomic<bool> stop_flag_{false};
 };
 
 }  // namespace
