@@ -28,6 +28,10 @@ struct FaultPlan {
   int skip_rank = -1;      // this rank silently skips its `skip_call`-th collective
   int64_t skip_call = -1;
   int corrupt_rank = -1;   // benchmarks corrupt one input element on this rank
+  // Every collective of this op takes `slow_fraction` longer (the backend busy-waits that
+  // share of its own duration after it): a planted regression for the A/B tooling.
+  int slow_op = -1;        // a Coll value, -1 for none
+  double slow_fraction = 0;
 };
 
 // Counts for the three collectives (all in elements):
@@ -83,6 +87,8 @@ class Communicator {
   virtual Status issue(const CollRecord& op, const void* send, void* recv, size_t log_index) = 0;
   // "rank 1: all_reduce of 4194304 bytes (bf16)": the context every error carries.
   std::string describe(const CollRecord& op) const;
+
+  const FaultPlan& faults() const { return faults_; }
 
   int rank_, size_;
   double timeout_s_;

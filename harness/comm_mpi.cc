@@ -139,6 +139,13 @@ class MpiCommunicator final : public Communicator {
       double t0 = now_seconds();
       Status s = task.barrier ? barrier_now() : execute(task);
       double t1 = now_seconds();
+      if (!task.barrier && int(task.op.op) == faults().slow_op) {
+        // The planted regression: this op's own duration, stretched by busy-waiting.
+        double until = t1 + faults().slow_fraction * (t1 - t0);
+        while (now_seconds() < until) {
+        }
+        t1 = now_seconds();
+      }
       if (!task.barrier)
         traffic().complete(task.log_index, w0 >= 0 ? process_write_bytes() - w0 : -1, t0, t1);
       {

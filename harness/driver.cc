@@ -32,6 +32,8 @@ Driver::Driver(std::string program, std::string summary)
                     "test only: RANK:CALL makes RANK silently skip its CALL-th collective");
   flags_.add_int("fault-corrupt", &fault_corrupt_,
                  "test only: this rank corrupts one element of its input", -1, 1 << 30);
+  flags_.add_string("fault-slow", &fault_slow_,
+                    "test only: OP:FRACTION makes every OP collective FRACTION longer (mpi backend)");
 }
 
 Driver::~Driver() {
@@ -65,6 +67,17 @@ int Driver::init(int argc, char** argv) {
     faults_.skip_call = c;
   }
   faults_.corrupt_rank = int(fault_corrupt_);
+  if (s && !fault_slow_.empty()) {
+    auto parts = split(fault_slow_, ':');
+    Coll op = Coll::all_reduce;
+    double frac = 0;
+    if (parts.size() != 2 || !parse_coll(parts[0], &op) || !parse_double(parts[1], &frac) ||
+        frac <= 0 || frac > 100)
+      s = Status::error("--fault-slow takes OP:FRACTION, OP one of all_reduce, reduce_scatter, "
+                        "all_gather and FRACTION in (0, 100], not '" + fault_slow_ + "'");
+    faults_.slow_op = int(op);
+    faults_.slow_fraction = frac;
+  }
   if (help) {
     if (root()) std::cout << flags_.usage();
     return 0;
@@ -75,6 +88,8 @@ int Driver::init(int argc, char** argv) {
   }
   Backend backend;
   s = resolve_backend(backend_flag_, &backend);
+  if (s && backend == Backend::nccl && faults_.slow_op >= 0)
+    s = Status::error("--fault-slow is a test-only fault of the mpi backend; use --backend=mpi");
   if (!s) {
     if (root()) std::fprintf(stderr, "%s: %s\n", program().c_str(), s.message().c_str());
     return 2;

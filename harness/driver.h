@@ -97,7 +97,7 @@ class Driver {
 
  private:
   Flags flags_;
-  std::string backend_flag_ = "auto", json_path_, fault_skip_;
+  std::string backend_flag_ = "auto", json_path_, fault_skip_, fault_slow_;
   double timeout_s_ = 300;
   int64_t iters_ = 20, warmup_ = 5, fault_corrupt_ = -1;
   FaultPlan faults_;
