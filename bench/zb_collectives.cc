@@ -1,5 +1,6 @@
 // zb_collectives: all_reduce, reduce_scatter and all_gather over a size sweep, checked
 // element by element, with bus bandwidth and wire bytes ideal and measured.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -15,8 +16,8 @@ struct Options {
   std::vector<std::string> ops{"all_reduce", "reduce_scatter", "all_gather"};
   uint64_t min_bytes = 1024, max_bytes = 64ull << 20;
   double step_factor = 2;
-  std::string dtype = "bf16";
-  bool check = true;
+  std::string dtype = "bf16", timing = "batch", progress = "caller";
+  bool check = true, bare = true;
 };
 
 // One size of one op: buffers laid out so every rank's part is whole elements.
@@ -60,17 +61,27 @@ uint64_t count_wrong(const Shape& s, const void* host, int rank, int ranks) {
 
 zb::Status issue(zb::Communicator& comm, const Shape& s, const void* in, void* out) {
   switch (s.op) {
-    case zb::Coll::all_reduce: return comm.allReduce(in, out, s.count, s.dtype);
-    case zb::Coll::reduce_scatter: return comm.reduceScatter(in, out, s.out_count, s.dtype);
-    case zb::Coll::all_gather: return comm.allGather(in, out, s.in_count, s.dtype);
+    case zb::Coll::all_reduce: return comm.all_reduce(in, out, s.count, s.dtype);
+    case zb::Coll::reduce_scatter: return comm.reduce_scatter(in, out, s.out_count, s.dtype);
+    case zb::Coll::all_gather: return comm.all_gather(in, out, s.in_count, s.dtype);
   }
   return zb::Status::ok();
+}
+
+// The p-quantile (nearest rank) of two runs' per-iteration times together.
+double quantile(const zb::Timing& a, const zb::Timing& b, double p) {
+  std::vector<double> all = a.times;
+  all.insert(all.end(), b.times.begin(), b.times.end());
+  if (all.empty()) return NAN;
+  std::sort(all.begin(), all.end());
+  size_t rank = size_t(std::ceil(p * double(all.size())));
+  return all[std::min(all.size() - 1, rank > 0 ? rank - 1 : 0)];
 }
 
 struct Row {
   std::string op, type;
   uint64_t bytes, count, wrong;
-  double time_us, algbw, busbw, ideal, measured;
+  double time_us, bare_us, algbw, busbw, ideal, measured;
 };
 
 }  // namespace
@@ -88,6 +99,13 @@ int main(int argc, char** argv) {
   f.add_choice("dtype", &opt.dtype, "element type (sums in FP32, BF16 rounded to nearest even)",
                {"bf16", "fp32"});
   f.add_bool("check", &opt.check, "check every element of every size (--no-check to skip)");
+  f.add_choice("timing", &opt.timing, "batch: --iters collectives back to back, one completion at "
+               "the end (nccl-tests, IMB); per-iter: each completed and timed alone, with p50 and p99",
+               {"batch", "per-iter"});
+  f.add_choice("progress", &opt.progress, "mpi backend: caller runs each collective on the calling "
+               "thread; thread hands it to the communication thread (what overlap uses)",
+               {"caller", "thread"});
+  f.add_bool("bare", &opt.bare, "also time the bare library call in the same run (overhead_ratio)");
   int code = driver.init(argc, argv);
   if (code >= 0) return code;
   if (opt.min_bytes > opt.max_bytes) {
@@ -99,6 +117,8 @@ int main(int argc, char** argv) {
 
   zb::Communicator& comm = driver.comm();
   const int n = comm.size(), rank = comm.rank();
+  zb::Status ps = comm.set_progress(opt.progress == "caller" ? zb::Progress::caller : zb::Progress::thread);
+  if (!ps) driver.abort_job(ps);
   zb::DType dtype = zb::DType::bf16;
   zb::parse_dtype(opt.dtype, &dtype);
   std::string why_not;
@@ -115,7 +135,7 @@ int main(int argc, char** argv) {
       driver.add(name, [&, s, full_bytes, op_name](zb::Run& run) -> zb::Status {
         size_t esz = zb::dtype_size(s.dtype);
         zb::Buffer in, out, host_in, host_out;
-        zb::MemKind kind = comm.memKind();
+        zb::MemKind kind = comm.mem_kind();
         ZB_RETURN_IF_ERROR(zb::Buffer::allocate(kind, s.in_count * esz, &in));
         ZB_RETURN_IF_ERROR(zb::Buffer::allocate(kind, s.out_count * esz, &out));
         ZB_RETURN_IF_ERROR(zb::Buffer::allocate(zb::MemKind::host, s.in_count * esz, &host_in));
@@ -125,12 +145,37 @@ int main(int argc, char** argv) {
           zb::store_element(host_in.data(), s.dtype, s.in_count / 2, 1.0);  // off the pattern
         ZB_RETURN_IF_ERROR(zb::copy_bytes(in.data(), kind, host_in.data(), zb::MemKind::host, s.in_count * esz));
 
+        auto ours = [&] { return issue(comm, s, in.data(), out.data()); };
+        auto ours_done = [&] { return comm.synchronize(); };
+        auto bare = [&] { return comm.bare(s.op, in.data(), out.data(), s.count, s.dtype); };
+        auto bare_done = [&] { return comm.bare_synchronize(); };
         auto once = [&]() -> zb::Status {
-          ZB_RETURN_IF_ERROR(issue(comm, s, in.data(), out.data()));
-          return comm.synchronize();
+          ZB_RETURN_IF_ERROR(ours());
+          return ours_done();
         };
-        zb::Timing t;
-        ZB_RETURN_IF_ERROR(run.time(once, &t));
+        auto bare_once = [&]() -> zb::Status {
+          ZB_RETURN_IF_ERROR(bare());
+          return bare_done();
+        };
+        // Ours, bare, bare, ours: a machine that drifts during the benchmark weighs on both
+        // alike, so their ratio is the harness's own cost, not the drift.
+        const bool batch = opt.timing == "batch";
+        auto timed = [&](bool bare_side, zb::Timing* t) {
+          if (bare_side) return batch ? run.batch(bare, bare_done, t) : run.per_iteration(bare_once, t);
+          return batch ? run.batch(ours, ours_done, t) : run.per_iteration(once, t);
+        };
+        zb::Timing a1, b1, b2, a2;
+        ZB_RETURN_IF_ERROR(timed(false, &a1));
+        if (opt.bare) {
+          ZB_RETURN_IF_ERROR(timed(true, &b1));
+          ZB_RETURN_IF_ERROR(timed(true, &b2));
+          ZB_RETURN_IF_ERROR(timed(false, &a2));
+        }
+        zb::Timing t = a1;
+        t.times.clear();
+        if (opt.bare) t.mean_s = (a1.mean_s + a2.mean_s) / 2;
+        const double bare_s = opt.bare ? (b1.mean_s + b2.mean_s) / 2 : NAN;
+        run.report(t);
 
         // The check runs once more into a poisoned buffer, so a collective that wrote
         // nothing cannot pass on the previous iteration's result.
@@ -143,8 +188,8 @@ int main(int argc, char** argv) {
           wrong = driver.sum_over_ranks(double(count_wrong(s, host_out.data(), rank, n)));
         }
         // The busiest rank's socket writes: a non-ring algorithm shows up as excess there.
-        double measured = driver.max_over_ranks(t.write_bytes);
-        if (!measurable || t.write_bytes < 0) measured = NAN;
+        double measured = driver.max_over_ranks(a1.write_bytes);
+        if (!measurable || a1.write_bytes < 0) measured = NAN;
         double ideal = zb::ideal_wire_bytes(s.op, full_bytes, n);
         double algbw = t.mean_s > 0 ? double(full_bytes) / t.mean_s / 1e9 : 0;
         double busbw = algbw * zb::busbw_factor(s.op, n);
@@ -155,11 +200,17 @@ int main(int argc, char** argv) {
         run.counter("wrong", wrong);
         run.counter("wire_bytes_ideal", ideal);
         run.counter("wire_bytes_measured", measured);
+        run.counter("bare_time_s", bare_s);
+        run.counter("overhead_ratio", t.mean_s / bare_s);
+        if (!batch) {
+          run.counter("p50_s", quantile(a1, a2, 0.5));
+          run.counter("p99_s", quantile(a1, a2, 0.99));
+        }
         if (wrong > 0)
           driver.mark_failed(op_name + " of " + std::to_string(full_bytes) + " bytes: " +
                              zb::fmt(wrong, 0) + " wrong elements");
         rows.push_back({op_name, opt.dtype, full_bytes, s.count, uint64_t(wrong),
-                        t.mean_s * 1e6, algbw, busbw, ideal, measured});
+                        t.mean_s * 1e6, bare_s * 1e6, algbw, busbw, ideal, measured});
         return zb::Status::ok();
       });
     }
@@ -167,19 +218,24 @@ int main(int argc, char** argv) {
 
   code = driver.run();
   if (driver.root() && !rows.empty()) {
-    zb::Table table({"op", "size(B)", "count(elts)", "type", "time(us)", "algbw(GB/s)",
-                     "busbw(GB/s)", "wrong", "wire ideal(B)", "wire measured(B)"});
+    zb::Table table({"op", "size(B)", "count(elts)", "type", "time(us)", "bare(us)", "overhead",
+                     "algbw(GB/s)", "busbw(GB/s)", "wrong", "wire ideal(B)", "wire measured(B)"});
     double busbw_sum = 0;
+    uint64_t wrong_total = 0;
     for (const auto& r : rows) {
       table.add_row({r.op, std::to_string(r.bytes), std::to_string(r.count), r.type,
-                     zb::fmt(r.time_us, 1), zb::fmt(r.algbw, 3), zb::fmt(r.busbw, 3),
-                     std::to_string(r.wrong), zb::fmt(r.ideal, 0), zb::fmt(r.measured, 0)});
+                     zb::fmt(r.time_us, 1), zb::fmt(r.bare_us, 1), zb::fmt(r.time_us / r.bare_us, 3),
+                     zb::fmt(r.algbw, 3), zb::fmt(r.busbw, 3), std::to_string(r.wrong),
+                     zb::fmt(r.ideal, 0), zb::fmt(r.measured, 0)});
       busbw_sum += r.busbw;
+      wrong_total += r.wrong;
     }
-    std::printf("\n# zb_collectives: %d ranks, backend %s, %s\n", n,
-                zb::backend_name(comm.backend()), comm.libraryVersion().c_str());
+    std::printf("\n# zb_collectives: %d ranks, backend %s, %s, timing %s, progress %s\n", n,
+                zb::backend_name(comm.backend()), comm.library_version().c_str(), opt.timing.c_str(),
+                opt.progress.c_str());
     table.print(stdout);
-    std::printf("# Wrong elements       : %s\n", code == 0 ? "0 OK" : "FAILED");
+    std::printf("# Wrong elements       : %s\n",
+                wrong_total == 0 ? "0 OK" : (std::to_string(wrong_total) + " FAILED").c_str());
     std::printf("# Avg bus bandwidth    : %s GB/s\n", zb::fmt(busbw_sum / double(rows.size()), 3).c_str());
     if (!measurable)
       std::printf("# wire measured: n/a: %s\n", why_not.c_str());

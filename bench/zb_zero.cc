@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "harness/driver.h"
+#include "harness/files.h"
 #include "harness/table.h"
 #include "harness/zero_bench.h"
 
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
   }
   if (s && !sweep_us.empty() && compute_spec.kind == zb::ComputeSpec::Kind::gemm)
     s = zb::Status::error("--compute-sweep varies sleep or spin compute; --compute=gemm cannot be swept");
+  if (s && !opt.trace.empty()) s = zb::check_output_path("--trace", opt.trace);
   if (!s) {
     if (driver.root()) std::fprintf(stderr, "zb_zero: %s\n", s.message().c_str());
     return 2;
@@ -92,11 +94,11 @@ int main(int argc, char** argv) {
   zb::Communicator& comm = driver.comm();
   const int n = comm.size();
   std::unique_ptr<zb::Compute> compute;
-  s = zb::Compute::create(comm.memKind(), driver.cpu_threads_per_rank(), &compute);
+  s = zb::Compute::create(comm.mem_kind(), driver.cpu_threads_per_rank(), &compute);
   if (!s) driver.abort_job(s);
   std::string why_not;
   const bool measurable = n > 1 && zb::socket_transport(zb::backend_name(comm.backend()), n, &why_not);
-  comm.setMeasureWire(measurable);
+  comm.set_measure_wire(measurable);
 
   zb::ZeroBenchSetup base;
   base.model = &model;
@@ -152,9 +154,9 @@ int main(int argc, char** argv) {
                 model.description.c_str(), double(model.params()), opt.optimizer.c_str(), opt.grad_dtype.c_str(),
                 opt.compute.c_str(), opt.overlap.c_str(), zb::backend_name(comm.backend()));
     print_table(rows);
-    std::printf("# bytes/param measured: %s growth while the state was allocated; exposed = step - compute; "
-                "overlap = (comm + compute - step) / min(comm, compute)\n",
-                comm.memKind() == zb::MemKind::device ? "cudaMemGetInfo" : "resident-set");
+    std::printf("# bytes/param measured: %s growth while the state was allocated; exposed: time compute waited for "
+                "communication; overlap = (comm - exposed) / min(comm, compute)\n",
+                comm.mem_kind() == zb::MemKind::device ? "cudaMemGetInfo" : "resident-set");
     if (!measurable)
       std::printf("# volume measured: n/a: %s\n", n == 1 ? "one rank moves nothing" : why_not.c_str());
   }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <deque>
 #include <thread>
+#include <vector>
 
 #include "harness/comm.h"
 
@@ -23,7 +24,8 @@ class NcclCommunicator final : public Communicator {
         compute_done_(compute_done) {}
 
   ~NcclCommunicator() override {
-    for (auto& op : inflight_) cudaEventDestroy(op.done);
+    for (auto& m : marks_) cudaEventDestroy(m.done);
+    for (auto e : spare_) cudaEventDestroy(e);
     cudaEventDestroy(compute_done_);
     ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
@@ -31,8 +33,8 @@ class NcclCommunicator final : public Communicator {
   }
 
   Backend backend() const override { return Backend::nccl; }
-  MemKind memKind() const override { return MemKind::device; }
-  std::string libraryVersion() const override {
+  MemKind mem_kind() const override { return MemKind::device; }
+  std::string library_version() const override {
     int v = 0;
     ncclGetVersion(&v);
     return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
@@ -45,24 +47,37 @@ class NcclCommunicator final : public Communicator {
     return Status::ok();
   }
 
+  // A CUDA event is recorded only here, when someone asks for a point in the stream, not
+  // after every collective: a back-to-back sweep then launches exactly what the bare
+  // library call does.
   Status record(Event* event) override {
     event->seq = issued_;
+    if (issued_ == 0 || (!marks_.empty() && marks_.back().seq == issued_)) return Status::ok();
+    Mark m{last_, issued_, nullptr};
+    if (!spare_.empty()) {
+      m.done = spare_.back();
+      spare_.pop_back();
+    } else {
+      ZB_CUDA_CHECK(cudaEventCreateWithFlags(&m.done, cudaEventDisableTiming));
+    }
+    ZB_CUDA_CHECK(cudaEventRecord(m.done, stream_));
+    marks_.push_back(m);
     return Status::ok();
   }
 
   // One event serves every call: a stream wait binds to the record made before it.
-  Status afterCompute(void* compute_stream) override {
+  Status comm_waits_for_compute(void* compute_stream) override {
     ZB_CUDA_CHECK(cudaEventRecord(compute_done_, static_cast<cudaStream_t>(compute_stream)));
     ZB_CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_done_, 0));
     return Status::ok();
   }
 
-  // The collective that completes `event` is the one issued as number event.seq; if it has
-  // left the in-flight list, the host already saw it complete.
-  Status computeAfter(const Event& event, void* compute_stream) override {
-    for (const Inflight& op : inflight_)
-      if (op.seq == event.seq) {
-        ZB_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(compute_stream), op.done, 0));
+  // The mark for `event` is the one recorded at its sequence number; if it has left the
+  // list, the host already saw it complete.
+  Status compute_waits_for(const Event& event, void* compute_stream) override {
+    for (const Mark& m : marks_)
+      if (m.seq == event.seq) {
+        ZB_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(compute_stream), m.done, 0));
         break;
       }
     return Status::ok();
@@ -72,59 +87,70 @@ class NcclCommunicator final : public Communicator {
   // becomes an error naming it, and NCCL's asynchronous errors surface too.
   Status wait(const Event& event) override {
     auto start = std::chrono::steady_clock::now();
-    while (!inflight_.empty() && inflight_.front().seq <= event.seq) {
-      Inflight& op = inflight_.front();
-      cudaError_t q = cudaEventQuery(op.done);
+    while (!marks_.empty() && marks_.front().seq <= event.seq) {
+      Mark& m = marks_.front();
+      cudaError_t q = cudaEventQuery(m.done);
       if (q == cudaSuccess) {
-        cudaEventDestroy(op.done);
-        inflight_.pop_front();
+        spare_.push_back(m.done);
+        marks_.pop_front();
         continue;
       }
       if (q != cudaErrorNotReady)
-        return Status::error(describe(op.rec) + ": cudaEventQuery failed: " +
-                             cudaGetErrorString(q));
+        return Status::error(describe(m.rec) + ": cudaEventQuery failed: " + cudaGetErrorString(q));
       ncclResult_t async = ncclSuccess;
       ZB_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
       if (async != ncclSuccess)
-        return Status::error(describe(op.rec) + ": NCCL asynchronous error: " +
+        return Status::error(describe(m.rec) + ": NCCL asynchronous error: " +
                              ncclGetErrorString(async));
       double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (waited > timeout_s_) {
         ncclCommAbort(comm_);
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%g", timeout_s_);
-        return Status::error("timeout: " + describe(op.rec) + " did not complete within " + buf +
-                             " s (a rank skipped or never reached this collective)");
+        return timeout_error(describe(m.rec));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
     return Status::ok();
   }
 
+  Status set_progress(Progress) override { return synchronize(); }
+
+  Status bare(Coll op, const void* send, void* recv, size_t count, DType dtype) override {
+    return call(op, send, recv, count, dtype);
+  }
+  Status bare_synchronize() override {
+    ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return Status::ok();
+  }
+
  protected:
   Status issue(const CollRecord& op, const void* send, void* recv, size_t) override {
-    size_t n = size_t(size_);
-    ncclDataType_t t = nccl_type(op.dtype);
-    switch (op.op) {
-      case Coll::all_reduce:
-        ZB_NCCL_CHECK(ncclAllReduce(send, recv, op.count, t, ncclSum, comm_, stream_));
-        break;
-      case Coll::reduce_scatter:
-        ZB_NCCL_CHECK(ncclReduceScatter(send, recv, op.count / n, t, ncclSum, comm_, stream_));
-        break;
-      case Coll::all_gather:
-        ZB_NCCL_CHECK(ncclAllGather(send, recv, op.count / n, t, comm_, stream_));
-        break;
-    }
-    Inflight f{op, ++issued_, nullptr};
-    ZB_CUDA_CHECK(cudaEventCreateWithFlags(&f.done, cudaEventDisableTiming));
-    ZB_CUDA_CHECK(cudaEventRecord(f.done, stream_));
-    inflight_.push_back(f);
+    ZB_RETURN_IF_ERROR(call(op.op, send, recv, op.count, op.dtype));
+    ++issued_;
+    last_ = op;
     return Status::ok();
   }
 
  private:
-  struct Inflight {
+  Status call(Coll op, const void* send, void* recv, size_t count, DType dtype) {
+    size_t n = size_t(size_);
+    ncclDataType_t t = nccl_type(dtype);
+    switch (op) {
+      case Coll::all_reduce:
+        ZB_NCCL_CHECK(ncclAllReduce(send, recv, count, t, ncclSum, comm_, stream_));
+        break;
+      case Coll::reduce_scatter:
+        ZB_NCCL_CHECK(ncclReduceScatter(send, recv, count / n, t, ncclSum, comm_, stream_));
+        break;
+      case Coll::all_gather:
+        ZB_NCCL_CHECK(ncclAllGather(send, recv, count / n, t, comm_, stream_));
+        break;
+    }
+    return Status::ok();
+  }
+
+  // A recorded point of the stream: complete once the collective numbered `seq` is, which
+  // was `rec` (named in a timeout).
+  struct Mark {
     CollRecord rec;
     uint64_t seq;
     cudaEvent_t done;
@@ -133,23 +159,22 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_;
   cudaStream_t stream_;
   cudaEvent_t compute_done_;
-  std::deque<Inflight> inflight_;
+  std::deque<Mark> marks_;
+  std::vector<cudaEvent_t> spare_;  // completed marks' events, reused
+  CollRecord last_{Coll::all_reduce, 0, DType::bf16};
   uint64_t issued_ = 0;
 };
 
 }  // namespace
 
-Status make_nccl_communicator(MPI_Comm world, double timeout_s,
+Status make_nccl_communicator(MPI_Comm world, int local_rank, double timeout_s,
                               std::unique_ptr<Communicator>* out) {
-  MPI_Comm mpi, local;
+  MPI_Comm mpi;
   ZB_MPI_CHECK(MPI_Comm_dup(world, &mpi));
   ZB_MPI_CHECK(MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN));
-  int rank = 0, size = 0, local_rank = 0;
+  int rank = 0, size = 0;
   ZB_MPI_CHECK(MPI_Comm_rank(mpi, &rank));
   ZB_MPI_CHECK(MPI_Comm_size(mpi, &size));
-  ZB_MPI_CHECK(MPI_Comm_split_type(mpi, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
-  ZB_MPI_CHECK(MPI_Comm_rank(local, &local_rank));
-  MPI_Comm_free(&local);
   ZB_RETURN_IF_ERROR(select_gpu(local_rank).context("rank " + std::to_string(rank)));
 
   ncclUniqueId id;

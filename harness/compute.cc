@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "harness/traffic.h"
 #include "kernels/synthetic.h"
 
 #ifdef ZB_HAVE_CUDA
@@ -31,8 +32,40 @@ Status Compute::create(MemKind kind, int threads, std::unique_ptr<Compute>* out)
 
 Compute::~Compute() {
 #ifdef ZB_HAVE_CUDA
+  for (void* e : event_marks_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
   if (stream_) cudaStreamDestroy(ZB_STREAM);
 #endif
+}
+
+Status Compute::mark(size_t index) {
+#ifdef ZB_HAVE_CUDA
+  if (kind_ == MemKind::device) {
+    while (event_marks_.size() <= index) {
+      cudaEvent_t e;
+      ZB_CUDA_CHECK(cudaEventCreate(&e));
+      event_marks_.push_back(e);
+    }
+    ZB_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_marks_[index]), ZB_STREAM));
+    return Status::ok();
+  }
+#endif
+  if (host_marks_.size() <= index) host_marks_.resize(index + 1);
+  host_marks_[index] = now_seconds();
+  return Status::ok();
+}
+
+Status Compute::seconds_between(size_t a, size_t b, double* out) {
+#ifdef ZB_HAVE_CUDA
+  if (kind_ == MemKind::device) {
+    float ms = 0;
+    ZB_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(event_marks_.at(a)),
+                                       static_cast<cudaEvent_t>(event_marks_.at(b))));
+    *out = double(ms) * 1e-3;
+    return Status::ok();
+  }
+#endif
+  *out = host_marks_.at(b) - host_marks_.at(a);
+  return Status::ok();
 }
 
 Status Compute::init_weights(float* master, Bf16* weights, size_t n, uint64_t first) {

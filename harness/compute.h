@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "harness/device.h"
 #include "harness/state_formula.h"
@@ -39,10 +40,19 @@ class Compute {
   // Waits until everything queued on the engine has finished (no-op on CPU).
   Status synchronize();
 
+  // Time marks on the engine, numbered from 0 by the caller: a CUDA event recorded on the
+  // stream on GPU, the host clock on CPU (where compute has finished when its call
+  // returns). Marks around a stream wait time how long the engine stood still for it.
+  Status mark(size_t index);
+  // Seconds from mark a to mark b; on GPU only once the engine has passed both.
+  Status seconds_between(size_t a, size_t b, double* out);
+
  private:
   MemKind kind_ = MemKind::host;
   int threads_ = 0;
   void* stream_ = nullptr;
+  std::vector<double> host_marks_;
+  std::vector<void*> event_marks_;  // cudaEvent_t
 };
 
 }  // namespace zb

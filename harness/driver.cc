@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -53,6 +54,7 @@ int Driver::init(int argc, char** argv) {
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
   MPI_Comm_size(node, &local_ranks_);
+  MPI_Comm_rank(node, &local_rank_);
   MPI_Comm_free(&node);
   for (int i = 0; i < argc; ++i) command_line_ += (i ? " " : "") + std::string(argv[i]);
 
@@ -82,6 +84,7 @@ int Driver::init(int argc, char** argv) {
     if (root()) std::cout << flags_.usage();
     return 0;
   }
+  if (s && !json_path_.empty()) s = check_output_path("--json", json_path_);
   if (!s) {
     if (root()) std::fprintf(stderr, "%s: %s\n", program().c_str(), s.message().c_str());
     return 2;
@@ -96,9 +99,10 @@ int Driver::init(int argc, char** argv) {
   }
   MPI_Comm_dup(MPI_COMM_WORLD, &driver_comm_);
   s = backend == Backend::mpi ? make_mpi_communicator(MPI_COMM_WORLD, timeout_s_, &comm_)
-                              : make_nccl_communicator(MPI_COMM_WORLD, timeout_s_, &comm_);
+                              : make_nccl_communicator(MPI_COMM_WORLD, local_rank_, timeout_s_, &comm_);
   if (!s) abort_job(s.context("creating the " + std::string(backend_name(backend)) + " communicator"));
-  comm_->setFaults(faults_);
+  comm_->set_faults(faults_);
+  comm_->set_timeout_handler([this](const Status& why) { abort_job(why); });
 
   // Google Benchmark sees only its own flags; only rank 0 may write its output file.
   std::vector<char*> gb_argv{argv[0]};
@@ -110,7 +114,7 @@ int Driver::init(int argc, char** argv) {
 
   context("world_size", std::to_string(size_));
   context("backend", backend_name(backend));
-  context("library", comm_->libraryVersion());
+  context("library", comm_->library_version());
   context("mpi_library", mpi_library_version());
   context("host", host_name());
   context("cpu_model", cpu_model());
@@ -154,92 +158,107 @@ void Driver::add(const std::string& name, std::function<Status(Run&)> body) {
       ->Unit(benchmark::kMicrosecond);
 }
 
-// One iteration: its wall time, reduced to the maximum over ranks, and this rank's socket
-// writes. The reduction runs after the write counter is read and on another communicator,
-// so its own socket traffic never lands in the measurement.
-static Status timed_iteration(Driver& d, const std::function<Status()>& iteration, double* tmax,
-                              int64_t* writes) {
-  int64_t w0 = process_write_bytes();
-  auto t0 = std::chrono::steady_clock::now();
-  ZB_RETURN_IF_ERROR(iteration());
-  double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  int64_t w1 = process_write_bytes();
-  *writes = w0 >= 0 && w1 >= 0 ? w1 - w0 : -1;
-  *tmax = d.max_over_ranks(t);
-  return Status::ok();
-}
-
 namespace {
-struct Accumulator {
-  double sum = 0, best = 1e300;
-  std::vector<double> times;
-  int64_t writes = 0, n = 0;
+
+// Per-iteration local times and socket writes, reduced over ranks once at the end.
+struct Samples {
+  std::vector<double> local;
+  int64_t writes = 0;
   bool counted = true;
-  void add(double t, int64_t w) {
-    sum += t, best = std::min(best, t), ++n;
-    times.push_back(t);
-    counted = counted && w >= 0;
-    writes += w;
+
+  Status timed(const std::function<Status()>& body) {
+    int64_t w0 = process_write_bytes();
+    double t0 = now_seconds();
+    ZB_RETURN_IF_ERROR(body());
+    local.push_back(now_seconds() - t0);
+    int64_t w1 = process_write_bytes();
+    counted = counted && w0 >= 0 && w1 >= 0;
+    writes += w1 - w0;
+    return Status::ok();
   }
-  void fill(Timing* out) const {
-    out->iterations = n;
-    out->mean_s = n ? sum / double(n) : 0;
-    out->min_s = n ? best : 0;
-    std::vector<double> sorted = times;
+
+  // The maximum over ranks of each iteration, and the statistics of those maxima.
+  Status fill(Driver& d, Timing* out) const {
+    Timing t;
+    t.iterations = int64_t(local.size());
+    t.times.resize(local.size());
+    if (!local.empty())
+      ZB_MPI_CHECK(MPI_Allreduce(local.data(), t.times.data(), int(local.size()), MPI_DOUBLE,
+                                 MPI_MAX, d.mpi_comm()));
+    std::vector<double> sorted = t.times;
     std::sort(sorted.begin(), sorted.end());
-    out->median_s = n ? (sorted[size_t(n - 1) / 2] + sorted[size_t(n) / 2]) / 2 : 0;
-    out->write_bytes = counted && n ? double(writes) / double(n) : -1;
+    size_t n = sorted.size();
+    if (n) {
+      double sum = 0;
+      for (double x : sorted) sum += x;
+      t.mean_s = sum / double(n);
+      t.min_s = sorted.front();
+      t.median_s = (sorted[(n - 1) / 2] + sorted[n / 2]) / 2;
+      t.p99_s = sorted[std::min(n - 1, size_t(std::ceil(0.99 * double(n))) - 1)];
+    }
+    t.write_bytes = counted && n ? double(writes) / double(n) : -1;
+    *out = std::move(t);
+    return Status::ok();
   }
 };
+
 }  // namespace
 
-Status Run::time(const std::function<Status()>& iteration, Timing* out) {
+Status Run::per_iteration(const std::function<Status()>& iteration, Timing* out) {
   Driver& d = driver_;
   for (int64_t i = 0; i < d.warmup(); ++i) ZB_RETURN_IF_ERROR(iteration());
   ZB_RETURN_IF_ERROR(d.comm().barrier());
-  Accumulator acc;
-  for (auto _ : state_) {
-    double t = 0;
-    int64_t w = 0;
-    ZB_RETURN_IF_ERROR(timed_iteration(d, iteration, &t, &w));
-    state_.SetIterationTime(t);
-    acc.add(t, w);
-  }
-  acc.fill(out);
-  return Status::ok();
+  Samples s;
+  for (int64_t i = 0; i < d.iterations(); ++i) ZB_RETURN_IF_ERROR(s.timed(iteration));
+  return s.fill(d, out);
 }
 
-Status Run::measure(const std::function<Status()>& iteration, Timing* out) {
+Status Run::batch(const std::function<Status()>& issue, const std::function<Status()>& complete,
+                  Timing* out) {
   Driver& d = driver_;
-  for (int64_t i = 0; i < d.warmup(); ++i) ZB_RETURN_IF_ERROR(iteration());
+  for (int64_t i = 0; i < d.warmup(); ++i) {
+    ZB_RETURN_IF_ERROR(issue());
+    ZB_RETURN_IF_ERROR(complete());
+  }
   ZB_RETURN_IF_ERROR(d.comm().barrier());
-  Accumulator acc;
-  for (int64_t i = 0; i < d.iterations(); ++i) {
-    double t = 0;
-    int64_t w = 0;
-    ZB_RETURN_IF_ERROR(timed_iteration(d, iteration, &t, &w));
-    acc.add(t, w);
-  }
-  acc.fill(out);
+  const int64_t iters = d.iterations();
+  Samples s;
+  ZB_RETURN_IF_ERROR(s.timed([&]() -> Status {
+    for (int64_t i = 0; i < iters; ++i) ZB_RETURN_IF_ERROR(issue());
+    return complete();
+  }));
+  Timing whole;
+  ZB_RETURN_IF_ERROR(s.fill(d, &whole));
+  Timing t;
+  t.iterations = iters;
+  t.mean_s = t.min_s = t.median_s = t.p99_s = whole.mean_s / double(iters);
+  t.write_bytes = whole.write_bytes < 0 ? -1 : whole.write_bytes / double(iters);
+  *out = t;
   return Status::ok();
 }
 
-Status Run::measure_interleaved(const std::vector<Variant>& variants, std::vector<Timing>* out) {
+Status Run::interleaved(const std::vector<Variant>& variants, std::vector<Timing>* out) {
   Driver& d = driver_;
-  std::vector<Accumulator> acc(variants.size());
+  std::vector<Samples> samples(variants.size());
   for (int64_t i = 0; i < d.warmup() + d.iterations(); ++i)
     for (size_t k = 0; k < variants.size(); ++k) {
       const Variant& v = variants[k];
       if (v.before) ZB_RETURN_IF_ERROR(v.before());
-      double t = 0;
-      int64_t w = 0;
-      ZB_RETURN_IF_ERROR(timed_iteration(d, v.body, &t, &w));
+      if (i >= d.warmup()) ZB_RETURN_IF_ERROR(samples[k].timed(v.body));
+      else ZB_RETURN_IF_ERROR(v.body());
       if (v.after) ZB_RETURN_IF_ERROR(v.after());
-      if (i >= d.warmup()) acc[k].add(t, w);
     }
   out->resize(variants.size());
-  for (size_t k = 0; k < variants.size(); ++k) acc[k].fill(&(*out)[k]);
+  for (size_t k = 0; k < variants.size(); ++k) ZB_RETURN_IF_ERROR(samples[k].fill(d, &(*out)[k]));
   return Status::ok();
+}
+
+void Run::report(const Timing& t) {
+  size_t i = 0;
+  for (auto _ : state_) {
+    state_.SetIterationTime(i < t.times.size() ? t.times[i] : t.mean_s);
+    ++i;
+  }
 }
 
 void Run::counter(const std::string& name, double value) { state_.counters[name] = value; }

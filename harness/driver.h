@@ -16,27 +16,34 @@
 
 namespace zb {
 
-// What the timed iterations of one benchmark measured.
+// What the timed iterations of one benchmark measured. Per-iteration times are the maximum
+// over ranks of each iteration (the slowest rank decides a step); a batch has one time, its
+// total divided by its iterations.
 struct Timing {
   int64_t iterations = 0;
-  double mean_s = 0;            // of the per-iteration maxima over ranks
-  double min_s = 0;
+  std::vector<double> times;    // per-iteration maxima over ranks (empty for a batch)
+  double mean_s = 0, min_s = 0;
   double median_s = 0;          // robust to the odd slow iteration of a shared machine
+  double p99_s = 0;             // nearest rank; for a batch the mean
   double write_bytes = -1;      // this rank's socket write bytes per iteration; -1 unknown
 };
 
 class Driver;
 
-// Handed to a benchmark body: the one timing loop and the counters.
+// Handed to a benchmark body: the timing loops, which live only here, and the counters.
+// Every loop runs the driver's warm-up iterations untimed, then its fixed timed iterations;
+// ranks reduce their times over the driver's own communicator once, after the loop, so no
+// reduction of ours lands inside what is measured. Socket writes are counted only inside
+// the timed iterations. None of them reports to Google Benchmark; report() does.
 class Run {
  public:
   Run(Driver& driver, benchmark::State& state) : driver_(driver), state_(state) {}
-  // Runs `warm-up` untimed then the fixed iterations of `iteration`, which must issue and
-  // complete its work. Socket writes are counted only inside the timed iterations.
-  Status time(const std::function<Status()>& iteration, Timing* out);
-  // The same loop (warm-up, fixed iterations, max over ranks) for a variant of the
-  // benchmark timed outside Google Benchmark's own loop, e.g. compute or communication alone.
-  Status measure(const std::function<Status()>& iteration, Timing* out);
+  // Each iteration timed on its own; `iteration` must issue and complete its work.
+  Status per_iteration(const std::function<Status()>& iteration, Timing* out);
+  // As nccl-tests and IMB time a collective: `issue` the iterations back to back, then
+  // `complete` once; the total over the iteration count, the maximum over ranks.
+  Status batch(const std::function<Status()>& issue, const std::function<Status()>& complete,
+               Timing* out);
   // Several variants timed in rounds (each round runs every variant once), so that a slow
   // spell of a shared machine lands on all of them alike and their differences stay honest.
   // `before` and `after` run untimed around each timed `body` (e.g. a step to reach the
@@ -44,7 +51,9 @@ class Run {
   struct Variant {
     std::function<Status()> before, body, after;
   };
-  Status measure_interleaved(const std::vector<Variant>& variants, std::vector<Timing>* out);
+  Status interleaved(const std::vector<Variant>& variants, std::vector<Timing>* out);
+  // Google Benchmark's time for this benchmark: `t`'s per-iteration times, or its mean.
+  void report(const Timing& t);
   void counter(const std::string& name, double value);
   benchmark::State& state() { return state_; }
   Driver& driver() { return driver_; }
@@ -104,7 +113,7 @@ class Driver {
   std::vector<std::string> passthrough_;
   std::unique_ptr<Communicator> comm_;
   MPI_Comm driver_comm_ = MPI_COMM_NULL;
-  int rank_ = 0, size_ = 1, local_ranks_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_ranks_ = 1;
   bool failed_ = false, mpi_started_ = false;
   std::string command_line_;
 };

@@ -90,7 +90,7 @@ class OptimizerStep {
     const Bf16* w = a_.as<Bf16>(kWeights);
     if (s_.stage == Stage::z3) {
       for (const Unit& u : layout_.units)
-        ZB_RETURN_IF_ERROR(comm_.allGather(w + state_offset(u), gathered_.as<Bf16>() + u.offset,
+        ZB_RETURN_IF_ERROR(comm_.all_gather(w + state_offset(u), gathered_.as<Bf16>() + u.offset,
                                            layout_.block(u), DType::bf16));
       ZB_RETURN_IF_ERROR(comm_.synchronize());
       w = gathered_.as<Bf16>();
@@ -110,11 +110,11 @@ class OptimizerStep {
   Status reduce() {
     for (const Unit& u : layout_.units) {
       if (sharded())
-        ZB_RETURN_IF_ERROR(comm_.reduceScatter(grad_at(kGrad, u.offset),
+        ZB_RETURN_IF_ERROR(comm_.reduce_scatter(grad_at(kGrad, u.offset),
                                                grad_at(kReduced, state_offset(u)), layout_.block(u),
                                                s_.grad_dtype));
       else
-        ZB_RETURN_IF_ERROR(comm_.allReduce(grad_at(kGrad, u.offset), grad_at(kReduced, u.offset),
+        ZB_RETURN_IF_ERROR(comm_.all_reduce(grad_at(kGrad, u.offset), grad_at(kReduced, u.offset),
                                            u.padded, s_.grad_dtype));
     }
     return comm_.synchronize();
@@ -139,7 +139,7 @@ class OptimizerStep {
     if (!gathers()) return Status::ok();
     Bf16* w = a_.as<Bf16>(kWeights);
     for (const Unit& u : layout_.units)
-      ZB_RETURN_IF_ERROR(comm_.allGather(w + layout_.own_offset(u, rank_), w + u.offset, layout_.block(u),
+      ZB_RETURN_IF_ERROR(comm_.all_gather(w + layout_.own_offset(u, rank_), w + u.offset, layout_.block(u),
                                          DType::bf16));
     return comm_.synchronize();
   }
@@ -225,8 +225,9 @@ Status run_step_benchmark(Run& run, Compute& compute, const StepSetup& setup,
     return Status::ok();
   };
   Timing t;
-  ZB_RETURN_IF_ERROR(run.time(once, &t));
-  // Run::time ran the warm-up steps first; their parts are dropped.
+  ZB_RETURN_IF_ERROR(run.per_iteration(once, &t));
+  run.report(t);
+  // The loop ran the warm-up steps first; their parts are dropped.
   std::vector<double> mine(parts.begin() + std::min<ptrdiff_t>(ptrdiff_t(parts.size()), 3 * d.warmup()),
                            parts.end());
   std::vector<double> worst(mine.size());

@@ -46,22 +46,24 @@ static std::string escape(const std::string& s) {
 }
 
 Status write_chrome_trace(const std::string& path, const std::vector<TraceSpan>& spans,
-                          double origin_s, MPI_Comm comm, const std::string& metadata) {
+                          double origin_s, MPI_Comm comm, const std::string& metadata,
+                          const std::string& rank_args) {
   int rank = 0, size = 1;
   ZB_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   ZB_MPI_CHECK(MPI_Comm_size(comm, &size));
   std::string mine;
   auto event = [&](const std::string& body) { mine += (mine.empty() ? "" : ",\n") + body; };
   char buf[160];
-  for (int tid = 0; tid < 2; ++tid) {
+  const char* threads[] = {"compute", "communication", "compute waits for communication"};
+  for (int tid = 0; tid < 3; ++tid) {
     std::snprintf(buf, sizeof buf,
                   "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
-                  "\"args\": {\"name\": \"%s\"}}", rank, tid, tid == 0 ? "compute" : "communication");
+                  "\"args\": {\"name\": \"%s\"}}", rank, tid, threads[tid]);
     event(buf);
   }
   std::snprintf(buf, sizeof buf, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, "
-                "\"args\": {\"name\": \"rank %d\"}}", rank, rank);
-  event(buf);
+                "\"args\": {\"name\": \"rank %d\"", rank, rank);
+  event(buf + (rank_args.empty() ? "" : ", " + rank_args) + "}}");
   for (const auto& s : spans) {
     std::snprintf(buf, sizeof buf, "\"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f",
                   rank, int(s.track), (s.start_s - origin_s) * 1e6, (s.end_s - s.start_s) * 1e6);

@@ -12,7 +12,9 @@
 
 namespace zb {
 
-enum class Track { compute = 0, comm = 1 };
+// Per rank: compute spans, communication spans, and the waits of compute for communication
+// (the exposed communication, measured where it happens).
+enum class Track { compute = 0, comm = 1, wait = 2 };
 
 struct TraceSpan {
   std::string name;
@@ -52,9 +54,11 @@ class TraceScope {
 };
 
 // Gathers every rank's spans to rank 0 and writes them, times relative to each rank's
-// `origin_s`, as one Chrome trace: pid = rank, tid 0 = compute, tid 1 = communication.
-// `metadata` (JSON object members) lands in a top-level "zerobench" object.
+// `origin_s`, as one Chrome trace: pid = rank, tid 0 = compute, 1 = communication, 2 =
+// compute waiting for communication. `metadata` (JSON object members) lands in a top-level
+// "zerobench" object; `rank_args` (JSON object members) in the args of the rank's process.
 Status write_chrome_trace(const std::string& path, const std::vector<TraceSpan>& spans,
-                          double origin_s, MPI_Comm comm, const std::string& metadata);
+                          double origin_s, MPI_Comm comm, const std::string& metadata,
+                          const std::string& rank_args = "");
 
 }  // namespace zb

@@ -23,8 +23,9 @@ struct CollRecord {
   DType dtype;
   // Socket bytes this process wrote while the collective ran; -1 when not measured.
   int64_t wire_measured = -1;
-  // When it ran (steady-clock seconds; -1 when the backend did not say), for the trace.
-  double start_s = -1, end_s = -1;
+  // When it was issued, and when it ran (steady-clock seconds; -1 when the backend did not
+  // say), for the trace.
+  double issued_s = -1, start_s = -1, end_s = -1;
   uint64_t bytes() const { return count * dtype_size(dtype); }
 };
 

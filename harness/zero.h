@@ -56,12 +56,16 @@ class ZeroStep {
   Status step();  // one training step: forward, backward, optimizer
   Status finish();  // waits for collectives still in flight (z1/z2's weight all-gathers)
   int64_t steps_done() const { return step_; }
+  // How long the last step's compute stood waiting for communication: its exposed
+  // communication, measured directly (see compute_after).
+  double last_exposed_s() const { return exposed_s_; }
   void set_mode(StepMode mode) { mode_ = mode; }
   void set_layer_compute(LayerCompute* lc) { layer_compute_ = lc; }
-  // Spans of the steps while tracing is on: compute scopes, and every collective from the
-  // traffic log labelled with the unit it moved.
+  // Spans of the steps while tracing is on: compute scopes, waits of compute for
+  // communication (host-timed ones), and every collective from the traffic log labelled with
+  // the unit it moved and when it was issued (microseconds after `origin_s`).
   Trace& trace() { return trace_; }
-  void add_comm_spans(size_t first_log_index);
+  void add_comm_spans(size_t first_log_index, double origin_s);
 
   const FlatLayout& layout() const { return layout_; }
   const MemoryTracker& tracker() const { return tracker_; }
@@ -103,6 +107,8 @@ class ZeroStep {
   std::vector<Buffer> gathered_;     // transient (z3): prefetch + 1 gathered layers
   Event slot_free_[2];
   Event stream_awaited_;             // the last event the compute stream was told to wait for
+  size_t marks_ = 0;                 // engine marks used this step, in pairs around waits
+  double host_waited_s_ = 0, exposed_s_ = 0;
   std::vector<Event> gathered_ready_, weights_ready_;  // z3 per buffer; z1/z2 per unit
   size_t issued_pos_ = 0;            // z3: gathers issued so far in this step (forward, backward)
   StepMode mode_ = StepMode::full;

@@ -21,14 +21,18 @@ struct ZeroBenchSetup {
 };
 
 struct ZeroResult {
-  double step_s = 0, comm_s = NAN, compute_s = NAN, exposed_s = NAN, overlap = NAN;
+  double step_s = 0, comm_s = NAN, compute_s = NAN, exposed_s = NAN, exposed_diff_s = NAN;
+  double overlap = NAN;
   double volume = 0, volume_measured = NAN;
   double per_param = 0, tracked = 0, formula = 0, wrong = 0;
 };
 
-// overlap_eff = (comm + compute - step) / min(comm, compute), clipped to [0, 1]: the share
-// of the shorter side that ran concurrently with the other (1: fully hidden, 0: serial).
-double overlap_efficiency(double step_s, double comm_s, double compute_s);
+// overlap_eff = (comm - exposed) / min(comm, compute), clipped to [0, 1]: the share of the
+// shorter side that ran concurrently with the other (1: fully hidden, 0: serial). It is
+// IMB-NBC's (comm + compute - step) / min(comm, compute) with the step written as compute
+// plus the exposed communication, which is measured directly rather than as a difference of
+// two long step times.
+double overlap_efficiency(double exposed_s, double comm_s, double compute_s);
 
 // Runs the benchmark and sets its counters on `run`.
 Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setup, ZeroResult* out);

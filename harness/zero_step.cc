@@ -1,30 +1,55 @@
 // ZeRO: one training step of each stage, overlapped as real systems do it. Forward and
 // backward walk the layers; collectives go on the communicator's stream, and compute and
 // communication are ordered by events only where the data needs it.
+#include <cstdio>
+
 #include "harness/zero.h"
 
 namespace zb {
 
 Status ZeroStep::step() {
   ++step_;
+  marks_ = 0;
+  host_waited_s_ = 0;
   ZB_RETURN_IF_ERROR(forward());
   ZB_RETURN_IF_ERROR(backward());
-  return optimizer();
+  ZB_RETURN_IF_ERROR(optimizer());
+  // The engine has finished the step (the optimizer synchronised it), so every pair of
+  // marks around a stream wait can be read.
+  exposed_s_ = host_waited_s_;
+  for (size_t m = 0; m + 1 < marks_; m += 2) {
+    double stood = 0;
+    ZB_RETURN_IF_ERROR(compute_.seconds_between(m, m + 1, &stood));
+    exposed_s_ += stood;
+  }
+  return Status::ok();
 }
 
-// Compute that reads what a collective wrote (or overwrites what it reads) starts after it.
-// Sleep compute idles the host in place of an accelerator, so there the host itself waits;
-// kernels wait on their stream (GPU) or the host runs them (CPU, where this is a host wait).
-// On a stream the host runs ahead, but only one such wait ahead: it first waits (bounded by
-// the timeout) for the event the previous wait named, which the engine has normally passed
-// already. A lost collective then becomes a timeout error here, before the host could fill
-// the launch queue behind a stream that will never move and block in a launch.
+// Compute that reads what a collective wrote (or overwrites what it reads) starts after it,
+// and how long compute stood still for it is the step's exposed communication, measured
+// where it happens. Where the host is the engine (CPU kernels) or stands in for it (sleep
+// compute idles the host in place of an accelerator), the host itself waits, timed by the
+// host clock and traced as a wait span. GPU kernels wait on their stream, timed by CUDA
+// events on the stream around the wait. On a stream the host runs ahead, but only one such wait ahead: it first
+// waits (bounded by the timeout) for the event the previous wait named, which the engine has
+// normally passed already. A lost collective then becomes a timeout error here, before the
+// host could fill the launch queue behind a stream that will never move and block in a
+// launch.
 Status ZeroStep::compute_after(const Event& e) {
   bool host_compute = layer_compute_ && layer_compute_->spec().kind == ComputeSpec::Kind::sleep;
-  if (host_compute) return comm_.wait(e);
+  if (host_compute || compute_.kind() != MemKind::device) {
+    double t0 = now_seconds();
+    ZB_RETURN_IF_ERROR(comm_.wait(e));  // the host is the engine, or stands in for it
+    double t1 = now_seconds();
+    host_waited_s_ += t1 - t0;
+    trace_.add({"wait", Track::wait, t0, t1, ""});
+    return Status::ok();
+  }
   ZB_RETURN_IF_ERROR(comm_.wait(stream_awaited_));
   stream_awaited_ = e;
-  return comm_.computeAfter(e, compute_.stream());
+  ZB_RETURN_IF_ERROR(compute_.mark(marks_++));
+  ZB_RETURN_IF_ERROR(comm_.compute_waits_for(e, compute_.stream()));
+  return compute_.mark(marks_++);
 }
 
 // dp all-reduces a bucket in place; z1 reduce-scatters it in place into the own block of
@@ -34,12 +59,15 @@ Status ZeroStep::reduce(const Unit& u, int unit, void* src) {
   if (trace_.enabled()) log_unit_.resize(comm_.traffic().size() + 1, -1), log_unit_.back() = unit;
   DType gd = config_.grad_dtype;
   if (config_.stage == Stage::dp) {
-    ZB_RETURN_IF_ERROR(comm_.allReduce(src, src, u.padded, gd));
+    ZB_RETURN_IF_ERROR(comm_.all_reduce(src, src, u.padded, gd));
   } else {
     uint64_t dst = config_.stage == Stage::z1 ? layout_.own_offset(u, rank_) : layout_.shard_offset(u);
-    ZB_RETURN_IF_ERROR(comm_.reduceScatter(src, grad_at(grads_.data(), dst), layout_.block(u), gd));
+    ZB_RETURN_IF_ERROR(comm_.reduce_scatter(src, grad_at(grads_.data(), dst), layout_.block(u), gd));
   }
-  return config_.overlap ? Status::ok() : comm_.synchronize();
+  if (config_.overlap) return Status::ok();
+  Event done;  // serialised: compute waits for it, and that wait is exposed
+  ZB_RETURN_IF_ERROR(comm_.record(&done));
+  return compute_after(done);
 }
 
 // z1/z2 gather the updated BF16 weights in place; z3 gathers a layer into a transient buffer.
@@ -49,11 +77,11 @@ Status ZeroStep::gather(int unit, Bf16* into, Event* done) {
   const Unit& u = layout_.units[size_t(unit)];
   Bf16* w = weights_.as<Bf16>();
   if (config_.stage == Stage::z3)
-    ZB_RETURN_IF_ERROR(comm_.allGather(w + layout_.shard_offset(u), into, layout_.block(u), DType::bf16));
+    ZB_RETURN_IF_ERROR(comm_.all_gather(w + layout_.shard_offset(u), into, layout_.block(u), DType::bf16));
   else
-    ZB_RETURN_IF_ERROR(comm_.allGather(w + layout_.own_offset(u, rank_), w + u.offset, layout_.block(u), DType::bf16));
+    ZB_RETURN_IF_ERROR(comm_.all_gather(w + layout_.own_offset(u, rank_), w + u.offset, layout_.block(u), DType::bf16));
   ZB_RETURN_IF_ERROR(comm_.record(done));
-  return config_.overlap ? Status::ok() : comm_.wait(*done);
+  return config_.overlap ? Status::ok() : compute_after(*done);
 }
 
 // z3's gathered layers, in the step's order of use: forward 0..U-1, then backward U-1..0.
@@ -68,7 +96,7 @@ Status ZeroStep::z3_gathered(size_t pos, Bf16** weights) {
   auto unit_at = [&](size_t p) { return int(p < units ? p : 2 * units - 1 - p); };
   while (issued_pos_ < 2 * units && issued_pos_ <= pos + ahead) {
     size_t b = issued_pos_ % nbuf;
-    ZB_RETURN_IF_ERROR(comm_.afterCompute(compute_.stream()));  // its last reader is done
+    ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));  // its last reader is done
     ZB_RETURN_IF_ERROR(gather(unit_at(issued_pos_), gathered_[b].as<Bf16>(), &gathered_ready_[b]));
     ++issued_pos_;
   }
@@ -141,25 +169,28 @@ Status ZeroStep::backward() {
     for (int l = u.end_layer - 1; l >= u.first_layer; --l) ZB_RETURN_IF_ERROR(layer_backward(u, l, w, grad));
     ZB_RETURN_IF_ERROR(padding_grad(u, w, grad));
     if (pos == 0) ZB_RETURN_IF_ERROR(maybe_corrupt(grad));
-    ZB_RETURN_IF_ERROR(comm_.afterCompute(compute_.stream()));  // it reads what compute wrote
+    ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));  // it reads what compute wrote
     ZB_RETURN_IF_ERROR(reduce(u, unit, grad));
     if (slotted) ZB_RETURN_IF_ERROR(comm_.record(&slot_free_[pos % 2]));
   }
   return Status::ok();
 }
 
-// The optimizer waits for every reduction (on the host, bounded by the timeout, so a lost
-// collective is an error rather than a stalled stream; on GPU that wait also covers the
-// compute the last reduction is queued behind), updates what this rank owns, and
-// (z1/z2) issues each bucket's weight all-gather as soon as that bucket is updated; the
-// next forward waits for them bucket by bucket.
+// The optimizer's compute waits for every reduction (that wait is exposed), and the host
+// waits too, bounded by the timeout, so a lost collective is an error rather than a stalled
+// stream (on GPU that wait also covers the compute the last reduction is queued behind). It
+// updates what this rank owns and (z1/z2) issues each bucket's weight all-gather as soon as
+// that bucket is updated; the next forward waits for them bucket by bucket.
 Status ZeroStep::optimizer() {
+  Event reduced;
+  ZB_RETURN_IF_ERROR(comm_.record(&reduced));
+  ZB_RETURN_IF_ERROR(compute_after(reduced));
   ZB_RETURN_IF_ERROR(comm_.synchronize());
-  TraceScope span(&trace_, "optimizer");
   const float scale = 1.0f / float(ranks_);
   float* v = v_.data() ? v_.as<float>() : nullptr;
   if (config_.stage == Stage::dp || config_.stage == Stage::z3) {
     uint64_t n = config_.stage == Stage::dp ? layout_.padded : layout_.shard();
+    TraceScope span(&trace_, "optimizer");
     if (computing())
       ZB_RETURN_IF_ERROR(compute_.update(config_.optimizer, grads_.data(), config_.grad_dtype,
                                          master_.as<float>(), m_.as<float>(), v, weights_.as<Bf16>(),
@@ -170,23 +201,28 @@ Status ZeroStep::optimizer() {
     const Unit& u = layout_.units[size_t(i)];
     uint64_t so = layout_.shard_offset(u), own = layout_.own_offset(u, rank_);
     uint64_t g = config_.stage == Stage::z1 ? own : so;
-    if (computing())
+    if (computing()) {
+      TraceScope span(&trace_, "optimizer U" + std::to_string(i), "\"unit\": " + std::to_string(i));
       ZB_RETURN_IF_ERROR(compute_.update(config_.optimizer, grad_at(grads_.data(), g), config_.grad_dtype,
                                          master_.as<float>() + so, m_.as<float>() + so, v ? v + so : nullptr,
                                          weights_.as<Bf16>() + own, layout_.block(u), step_, scale));
-    ZB_RETURN_IF_ERROR(comm_.afterCompute(compute_.stream()));  // it sends the updated block
+    }
+    ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));  // it sends the updated block
     ZB_RETURN_IF_ERROR(gather(i, nullptr, &weights_ready_[size_t(i)]));
   }
   return compute_.synchronize();
 }
 
-void ZeroStep::add_comm_spans(size_t first) {
+void ZeroStep::add_comm_spans(size_t first, double origin_s) {
   std::vector<CollRecord> recs = comm_.traffic().records();
   for (size_t i = first; i < recs.size(); ++i) {
     if (recs[i].start_s < 0) continue;  // the backend did not time it (NCCL: see Nsight)
     int unit = i < log_unit_.size() ? log_unit_[i] : -1;
+    char issued[48];
+    std::snprintf(issued, sizeof issued, "%.3f", (recs[i].issued_s - origin_s) * 1e6);
     trace_.add({collective_label(recs[i]), Track::comm, recs[i].start_s, recs[i].end_s,
-                "\"unit\": " + std::to_string(unit) + ", \"bytes\": " + std::to_string(recs[i].bytes())});
+                "\"unit\": " + std::to_string(unit) + ", \"bytes\": " + std::to_string(recs[i].bytes()) +
+                    ", \"issued_us\": " + issued});
   }
 }
 

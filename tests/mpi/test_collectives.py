@@ -89,10 +89,46 @@ def test_corrupted_input_is_counted_wrong_and_fails():
     assert "wrong" in proc.stderr
 
 
+@pytest.mark.parametrize("np", [2, 3])
+@pytest.mark.parametrize("timing,progress", [("batch", "caller"), ("per-iter", "thread")])
+def test_every_size_is_held_against_the_bare_library_call(np, timing, progress):
+    data, proc = run_json(np, "zb_collectives", ["--min-bytes=4K", "--max-bytes=64K", "--step-factor=16",
+                                                 f"--timing={timing}", f"--progress={progress}",
+                                                 "--iters=3", "--warmup=1"])
+    runs = benchmarks(data)
+    assert len(runs) == 6, proc.stdout
+    for name, b in runs.items():
+        assert b["wrong"] == 0, name
+        assert b["bare_time_s"] > 0 and b["overhead_ratio"] > 0, name
+        # overhead_ratio is zerobench's time over the bare call's, both as reported.
+        assert b["overhead_ratio"] == pytest.approx(b["real_time"] * 1e-6 / b["bare_time_s"], rel=1e-6), name
+        if timing == "per-iter":
+            assert 0 < b["p50_s"] <= b["p99_s"], name
+        else:
+            assert "p50_s" not in b and "p99_s" not in b, name
+    assert f"timing {timing}, progress {progress}" in proc.stdout
+
+
+def test_without_the_baseline_there_is_no_ratio():
+    data, _ = run_json(2, "zb_collectives", ["--ops=all_gather", "--min-bytes=4K", "--max-bytes=4K",
+                                            "--no-bare", "--iters=2", "--warmup=0"])
+    b = benchmarks(data)["all_gather/bytes:4096/dtype:bf16"]
+    assert is_nan(b["bare_time_s"]) and is_nan(b["overhead_ratio"])
+
+
+@pytest.mark.parametrize("path", ["/no/such/dir/x.json", "/tmp"])
+def test_an_unwritable_json_path_fails_before_any_benchmark(path):
+    proc = mpirun(2, "zb_collectives", ["--min-bytes=4K", "--max-bytes=4K", f"--json={path}"], timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "--json" in proc.stderr and len([l for l in proc.stderr.splitlines() if "--json" in l]) == 1
+    assert "all_reduce/" not in proc.stdout  # no benchmark ran
+
+
 BAD = [["--ops=all_to_all"], ["--dtype=fp16"], ["--min-bytes=0"], ["--min-bytes=4Q"],
        ["--step-factor=0.5"], ["--iters=0"], ["--timeout=-1"], ["--backend=gloo"],
        ["--min-bytes=8K", "--max-bytes=4K"], ["--fault-skip=x"], ["--frobnicate"], ["extra"],
-       ["--benchmark_nonsense=1"]]
+       ["--benchmark_nonsense=1"], ["--timing=median"], ["--progress=none"],
+       ["--fault-slow=all_reduce:0"], ["--json=/no/such/dir/x.json"]]
 
 
 @pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))
@@ -113,5 +149,6 @@ def test_help_documents_every_flag():
     proc = run_single("zb_collectives", ["--help"])
     assert proc.returncode == 0
     for flag in ("--ops", "--min-bytes", "--max-bytes", "--step-factor", "--dtype", "--iters",
-                 "--warmup", "--check", "--backend", "--json", "--timeout"):
+                 "--warmup", "--check", "--backend", "--json", "--timeout", "--timing", "--progress",
+                 "--bare"):
         assert flag in proc.stdout

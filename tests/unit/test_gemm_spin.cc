@@ -1,4 +1,4 @@
-// CPU GEMM against its triple-loop reference; the busy-wait, the copy and the thread pool.
+// CPU GEMM against its triple-loop reference; the busy-wait, the bandwidth probes and the thread pool.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/copy.h"
+#include "kernels/bandwidth.h"
 #include "kernels/gemm.h"
 #include "kernels/spin.h"
 #include "kernels/thread_pool.h"
@@ -76,23 +76,61 @@ TEST(SpinCpu, SpinsAtLeastTheRequestedTime) {
   spin_cpu(-1.0);  // returns at once
 }
 
-TEST(CopyCpu, CopiesEverySizeAndAlignment) {
-  std::vector<float> src(100003), dst(100010);
-  for (size_t i = 0; i < src.size(); ++i) src[i] = float(i) * 0.5f;
-  // Offsets 0..3 floats: destinations that are and are not 16-byte aligned.
-  for (size_t offset : {size_t(0), size_t(1), size_t(3)})
-    for (size_t n : {size_t(0), size_t(1), size_t(5), size_t(64), size_t(100003 - 3)})
-      for (int threads : {1, 2, 0}) {
-        std::fill(dst.begin(), dst.end(), -1.0f);
-        double seconds = copy_cpu(dst.data() + offset, src.data(), n, threads);
-        EXPECT_GE(seconds, 0.0);
-        for (size_t i = 0; i < n; ++i) ASSERT_EQ(dst[offset + i], src[i]) << i;
-        EXPECT_EQ(dst[offset + n], -1.0f);
-        if (offset > 0) {
-          EXPECT_EQ(dst[offset - 1], -1.0f);
+// What each probe leaves in its arrays, element by element, from the same inputs.
+static std::vector<std::vector<float>> expected(Pattern p, const std::vector<std::vector<float>>& in) {
+  std::vector<std::vector<float>> out = in;
+  for (size_t i = 0; i < in[0].size(); ++i) switch (p) {
+      case Pattern::copy_stream:
+      case Pattern::copy_plain: out[1][i] = in[0][i]; break;
+      case Pattern::triad: out[2][i] = in[0][i] + 0.5f * in[1][i]; break;
+      case Pattern::rmw:
+        out[1][i] = 0.5f * in[1][i] + in[0][i];
+        out[2][i] = 0.5f * in[2][i] + in[0][i];
+        out[3][i] = 0.5f * in[3][i] + in[0][i] * in[0][i];
+        break;
+    }
+  return out;
+}
+
+TEST(BandwidthCpu, EveryPatternComputesItsFormulaAtEverySizeAndAlignment) {
+  for (Pattern p : bandwidth_patterns(false))
+    // Offsets 0..3 floats: arrays that are and are not 16-byte aligned.
+    for (size_t offset : {size_t(0), size_t(1), size_t(3)})
+      for (size_t n : {size_t(0), size_t(1), size_t(5), size_t(64), size_t(100003)})
+        for (int threads : {1, 2, 0}) {
+          const int k = pattern_arrays(p);
+          std::vector<std::vector<float>> in(static_cast<size_t>(k), std::vector<float>(n));
+          for (int a = 0; a < k; ++a)
+            for (size_t i = 0; i < n; ++i) in[size_t(a)][i] = float(i % 97) * 0.25f - float(a);
+          // Each array inside a larger one, with sentinels on both sides.
+          std::vector<std::vector<float>> mem(static_cast<size_t>(k), std::vector<float>(n + offset + 1, -7.0f));
+          std::vector<float*> ptrs;
+          for (int a = 0; a < k; ++a) {
+            std::copy(in[size_t(a)].begin(), in[size_t(a)].end(), mem[size_t(a)].begin() + ptrdiff_t(offset));
+            ptrs.push_back(mem[size_t(a)].data() + offset);
+          }
+          bandwidth_cpu(p, ptrs.data(), n, threads);
+          auto want = expected(p, in);
+          for (int a = 0; a < k; ++a) {
+            for (size_t i = 0; i < n; ++i)
+              ASSERT_EQ(mem[size_t(a)][offset + i], want[size_t(a)][i])
+                  << pattern_name(p) << " array " << a << " element " << i;
+            EXPECT_EQ(mem[size_t(a)][offset + n], -7.0f);
+            if (offset > 0) {
+              EXPECT_EQ(mem[size_t(a)][offset - 1], -7.0f);
+            }
+          }
         }
-      }
-  EXPECT_EQ(copy_bytes_per_element(), 8u);
+}
+
+TEST(BandwidthCpu, BytesFollowTheReadsAndWrites) {
+  EXPECT_EQ(pattern_bytes_per_element(Pattern::copy_stream), 8u);
+  EXPECT_EQ(pattern_bytes_per_element(Pattern::copy_plain), 8u);
+  EXPECT_EQ(pattern_bytes_per_element(Pattern::triad), 12u);
+  EXPECT_EQ(pattern_bytes_per_element(Pattern::rmw), 28u);
+  for (Pattern p : bandwidth_patterns(false)) EXPECT_EQ(pattern_bytes_per_element(p) % 4, 0u);
+  EXPECT_EQ(bandwidth_patterns(false).size(), 4u);
+  EXPECT_EQ(bandwidth_patterns(true).size(), 3u);
 }
 
 TEST(ThreadPool, RunsEveryTaskOnceAndNests) {

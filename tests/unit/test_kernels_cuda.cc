@@ -1,14 +1,15 @@
-// GPU kernels against the CPU references: optimizer updates, copy, cuBLAS GEMM and the spin.
+// GPU kernels against the CPU references: optimizer updates, bandwidth probes, cuBLAS GEMM and the spin.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cfloat>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <vector>
 
-#include "kernels/copy.h"
+#include "kernels/bandwidth.h"
 #include "kernels/gemm.h"
 #include "kernels/optimizer.h"
 #include "tests/unit/random_values.h"
@@ -161,17 +162,29 @@ TEST(KernelsCuda, MomentumMatchesReference) {
       }
 }
 
-TEST(KernelsCuda, CopyEverySizeAndAlignment) {
+TEST(KernelsCuda, BandwidthProbesMatchTheCpuOnes) {
   ZB_SKIP_WITHOUT_GPU();
-  std::vector<float> src(100003);
-  for (size_t i = 0; i < src.size(); ++i) src[i] = float(i) + 0.25f;
-  for (size_t src_pad : {size_t(0), size_t(1)})
-    for (size_t dst_pad : {size_t(0), size_t(1), size_t(2)})
-      for (size_t n : {size_t(1), size_t(6), size_t(100003)}) {
-        std::vector<float> head(src.begin(), src.begin() + n);
-        DeviceVec<float> d_src(head, src_pad), d_dst(std::vector<float>(n, -1.0f), dst_pad);
-        ZB_ASSERT_OK(copy_cuda(d_dst.ptr, d_src.ptr, n, nullptr));
-        ASSERT_EQ(d_dst.get(), head) << "n " << n << " pads " << src_pad << " " << dst_pad;
+  for (Pattern p : bandwidth_patterns(true))
+    for (size_t pad : {size_t(0), size_t(1)})
+      for (size_t n : {size_t(1), size_t(6), size_t(100004), size_t(100003)}) {
+        const int k = pattern_arrays(p);
+        std::vector<std::vector<float>> host(static_cast<size_t>(k), std::vector<float>(n));
+        for (int a = 0; a < k; ++a)
+          for (size_t i = 0; i < n; ++i) host[size_t(a)][i] = float(i % 89) * 0.5f + float(a);
+        // Array 1 misaligned by `pad` floats: the kernel's one-float path.
+        std::vector<std::unique_ptr<DeviceVec<float>>> dev;
+        std::vector<float*> ptrs;
+        for (int a = 0; a < k; ++a) {
+          dev.push_back(std::make_unique<DeviceVec<float>>(host[size_t(a)], a == 1 ? pad : 0));
+          ptrs.push_back(dev.back()->ptr);
+        }
+        ZB_ASSERT_OK(bandwidth_cuda(p, ptrs.data(), n, nullptr));
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<float*> cpu;
+        for (auto& h : host) cpu.push_back(h.data());
+        bandwidth_cpu(p, cpu.data(), n, 1);
+        for (int a = 0; a < k; ++a)
+          ASSERT_EQ(dev[size_t(a)]->get(), host[size_t(a)]) << pattern_name(p) << " n " << n << " pad " << pad;
       }
 }
 

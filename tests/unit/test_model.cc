@@ -87,14 +87,17 @@ TEST(ComputeSpec, ParsesEveryKindAndRejectsTheRest) {
 }
 
 TEST(Overlap, EfficiencyFollowsItsDefinition) {
-  // Fully hidden: the step costs only the longer side.
-  EXPECT_DOUBLE_EQ(zb::overlap_efficiency(10.0, 4.0, 10.0), 1.0);
-  // Serial: the step costs both.
-  EXPECT_DOUBLE_EQ(zb::overlap_efficiency(14.0, 4.0, 10.0), 0.0);
+  // (exposed, comm, compute). Fully hidden: nothing exposed.
+  EXPECT_DOUBLE_EQ(zb::overlap_efficiency(0.0, 4.0, 10.0), 1.0);
+  // Serial: all of the communication exposed.
+  EXPECT_DOUBLE_EQ(zb::overlap_efficiency(4.0, 4.0, 10.0), 0.0);
   // Half of the shorter side hidden.
-  EXPECT_DOUBLE_EQ(zb::overlap_efficiency(12.0, 4.0, 10.0), 0.5);
+  EXPECT_DOUBLE_EQ(zb::overlap_efficiency(2.0, 4.0, 10.0), 0.5);
+  // Compute the shorter side: at most all of it can hide communication.
+  EXPECT_DOUBLE_EQ(zb::overlap_efficiency(6.0, 10.0, 4.0), 1.0);
+  EXPECT_DOUBLE_EQ(zb::overlap_efficiency(8.0, 10.0, 4.0), 0.5);
   // Clipped to [0, 1] against noise either way, and 0 with nothing to overlap.
-  EXPECT_DOUBLE_EQ(zb::overlap_efficiency(9.0, 4.0, 10.0), 1.0);
-  EXPECT_DOUBLE_EQ(zb::overlap_efficiency(15.0, 4.0, 10.0), 0.0);
-  EXPECT_DOUBLE_EQ(zb::overlap_efficiency(5.0, 0.0, 5.0), 0.0);
+  EXPECT_DOUBLE_EQ(zb::overlap_efficiency(-1.0, 4.0, 10.0), 1.0);
+  EXPECT_DOUBLE_EQ(zb::overlap_efficiency(5.0, 4.0, 10.0), 0.0);
+  EXPECT_DOUBLE_EQ(zb::overlap_efficiency(1.0, 0.0, 5.0), 0.0);
 }
