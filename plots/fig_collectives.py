@@ -36,15 +36,19 @@ def busbw(runs, outdir):
         x = [_size(p) for p in members]
         y = [p.value("busbw_GBps") for p in members]
         ax.plot(x, y, label=name, **fs.line_style(i))
+        spread = fs.band(ax, x, members, "busbw_GBps", i)
         xs += x
-        rows += [[p.name, name, _size(p), p.value("busbw_GBps")] for p in members]
+        rows += [[p.name, name, _size(p), p.value("busbw_GBps"), lo, hi, p.repetitions]
+                 for p, (lo, hi) in zip(members, spread)]
     fs.log2_axis(ax, "x", xs, fs.bytes_formatter())
     ax.set_xlabel("message size (bytes, log2)")
     ax.set_ylabel("bus bandwidth (GB/s)")
     ax.set_ylim(bottom=0)
     ranks = {p.value("ranks") for p in picks}
-    if len(ranks) == 1 and fs.finite(*ranks):
-        ax.set_title(f"{int(next(iter(ranks)))} ranks")
+    title = [f"{int(next(iter(ranks)))} ranks"] if len(ranks) == 1 and fs.finite(*ranks) else []
+    title += [fs.repetitions_note(picks)] if fs.repetitions_note(picks) else []
+    ax.set_title("; ".join(title))
     ax.legend()
     return fs.save(fig, outdir, "collectives_busbw",
-                   ["benchmark", "series", "bytes", "busbw_GBps"], rows)
+                   ["benchmark", "series", "bytes", "busbw_GBps", "busbw_GBps_min",
+                    "busbw_GBps_max", "repetitions"], rows)

@@ -29,13 +29,14 @@ def bandwidth(runs, outdir):
         members.sort(key=_params)
         x = [_params(p) for p in members]
         ax.plot(x, [p.value("GBps") for p in members], label=name, **fs.line_style(i))
+        spread = fs.band(ax, x, members, "GBps", i)
         xs += x
         lim = [(_params(p), p.value("limit_GBps")) for p in members
                if fs.finite(p.value("limit_GBps"))]
         if lim and lim not in [pts for _, pts in limits]:
             limits.append((name, lim))
-        rows += [[p.name, name, _params(p), p.value("GBps"), _drawn(p.value("limit_GBps"))]
-                 for p in members]
+        rows += [[p.name, name, _params(p), p.value("GBps"), lo, hi, p.repetitions,
+                  _drawn(p.value("limit_GBps"))] for p, (lo, hi) in zip(members, spread)]
     values = {y for _, lim in limits for _, y in lim}
     if len(values) == 1:
         # One machine limit for every kernel: a single horizontal line.
@@ -48,9 +49,11 @@ def bandwidth(runs, outdir):
     ax.set_xlabel("parameters (log2)")
     ax.set_ylabel("memory bandwidth (GB/s)")
     ax.set_ylim(bottom=0)
+    ax.set_title(fs.repetitions_note(picks))
     ax.legend()
     return fs.save(fig, outdir, "optimizer_bandwidth",
-                   ["benchmark", "series", "params", "GBps", "limit_GBps"], rows)
+                   ["benchmark", "series", "params", "GBps", "GBps_min", "GBps_max", "repetitions",
+                    "limit_GBps"], rows)
 
 
 def _drawn(v):

@@ -32,11 +32,12 @@ def exposed_vs_ratio(runs, outdir):
                      key=lambda t: t[0])
         ax.plot([x for x, _ in pts], [p.value("exposed_comm_s") for _, p in pts],
                 label=name, **fs.line_style(i))
-        for x, p in pts:
+        spread = fs.band(ax, [x for x, _ in pts], [p for _, p in pts], "exposed_comm_s", i)
+        for (x, p), (lo, hi) in zip(pts, spread):
             xs.append(x)
-            ys.append(p.value("exposed_comm_s"))
+            ys += [p.value("exposed_comm_s"), hi]
             rows.append([p.name, name, p.value("compute_s"), p.value("comm_s"), x,
-                         p.value("exposed_comm_s")])
+                         p.value("exposed_comm_s"), lo, hi, p.repetitions])
     ax.set_xscale("log")
     # Plain ratios (0.5, 1, 2) read better than powers of ten; 1-2-5 steps
     # only while the sweep spans few enough decades to leave them room.
@@ -50,7 +51,8 @@ def exposed_vs_ratio(runs, outdir):
     unit = fs.time_axis(ax.yaxis, ys)
     ax.set_ylabel(f"exposed communication per step ({unit})")
     ax.set_ylim(bottom=0)
+    ax.set_title(fs.repetitions_note(picks))
     ax.legend()
     return fs.save(fig, outdir, "zero_sweep_exposed",
                    ["benchmark", "series", "compute_s", "comm_s", "compute_over_comm",
-                    "exposed_comm_s"], rows)
+                    "exposed_comm_s", "exposed_comm_s_min", "exposed_comm_s_max", "repetitions"], rows)

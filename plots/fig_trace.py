@@ -10,6 +10,7 @@ import figstyle as fs
 LOOK = {
     "compute": {"facecolors": "0.75", "hatch": ""},
     "comm": {"facecolors": "white", "hatch": "////"},
+    "wait": {"facecolors": "0.15", "hatch": ""},
     "other": {"facecolors": "0.4", "hatch": "...."},
 }
 # Past this many spans the bars are a few pixels wide, hatches vanish and
@@ -18,10 +19,12 @@ DENSE = 2000
 LOOK_DENSE = {
     "compute": {"facecolors": "0.7", "hatch": ""},
     "comm": {"facecolors": "0.1", "hatch": ""},
+    "wait": {"facecolors": "0.3", "hatch": ""},
     "other": {"facecolors": "0.45", "hatch": ""},
 }
-LEGEND = {"compute": "compute", "comm": "communication", "other": "other"}
-SHORT = {"compute": "compute", "comm": "comm"}
+LEGEND = {"compute": "compute", "comm": "communication", "wait": "compute waits (exposed)",
+          "other": "other"}
+SHORT = {"compute": "compute", "comm": "comm", "wait": "waits"}
 
 
 def check(path, doc):
@@ -47,11 +50,13 @@ def _key(track):
 
 def _kind(tid, thread_name):
     text = (thread_name or "").lower()
+    if "wait" in text:
+        return "wait"
     if "comm" in text:
         return "comm"
     if "compute" in text:
         return "compute"
-    return {0: "compute", 1: "comm"}.get(tid, "other")
+    return {0: "compute", 1: "comm", 2: "wait"}.get(tid, "other")
 
 
 def timeline(doc, outdir, stem="timeline"):
@@ -95,7 +100,7 @@ def timeline(doc, outdir, stem="timeline"):
     ax.set_xlabel(f"time since first event ({unit})")
     handles = [mpatches.Patch(facecolor=look[k]["facecolors"], hatch=look[k]["hatch"],
                               edgecolor="black", linewidth=0.3, label=LEGEND[k])
-               for k in ("compute", "comm", "other") if k in kinds]
+               for k in ("compute", "comm", "wait", "other") if k in kinds]
     ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0),
               ncol=len(handles), borderaxespad=0.2)
     return fs.save(fig, outdir, stem, ["pid", "tid", "track", "name", "ts_us", "dur_us"], rows)

@@ -79,11 +79,21 @@ def step_time(runs, outdir):
     ax.bar(xs, compute, width=0.6, label="compute", **fs.bar_style(0))
     ax.bar(xs, exposed, width=0.6, bottom=compute, label="exposed communication",
            **fs.bar_style(1))
+    # The exposed part's spread over repetitions, on top of its bar.
+    spread = [p.spread("exposed_comm_s") for p in picks]
+    if any(p.repetitions > 1 for p in picks):
+        tops = [c + e for c, e in zip(compute, exposed)]
+        ax.errorbar(xs, tops, yerr=[[e - lo for e, (lo, _) in zip(exposed, spread)],
+                                    [hi - e for e, (_, hi) in zip(exposed, spread)]],
+                    fmt="none", ecolor="black", elinewidth=0.7, capsize=2)
     _categories(ax, labels)
-    unit = fs.time_axis(ax.yaxis, [c + e for c, e in zip(compute, exposed)])
+    unit = fs.time_axis(ax.yaxis, [c + hi for c, (_, hi) in zip(compute, spread)])
     ax.set_ylabel(f"time per step ({unit})")
     ax.set_ylim(bottom=0)
+    ax.set_title(fs.repetitions_note(picks).replace("shaded", "as bars"))
     ax.legend()
-    rows = [[p.name, t, c, e] for p, t, c, e in zip(picks, labels, compute, exposed)]
+    rows = [[p.name, t, c, e, lo, hi, p.repetitions]
+            for p, t, c, e, (lo, hi) in zip(picks, labels, compute, exposed, spread)]
     return fs.save(fig, outdir, "zero_step_time",
-                   ["benchmark", "bar", "compute_s", "exposed_comm_s"], rows)
+                   ["benchmark", "bar", "compute_s", "exposed_comm_s", "exposed_comm_s_min",
+                    "exposed_comm_s_max", "repetitions"], rows)

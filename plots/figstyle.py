@@ -118,6 +118,25 @@ def time_axis(axis, values):
     return unit
 
 
+def repetitions_note(picks):
+    """"median of 5 repetitions, bars min-max" for a title, or "" for single runs."""
+    reps = sorted({p.repetitions for p in picks})
+    if reps[-1] <= 1:
+        return ""
+    count = str(reps[0]) if len(reps) == 1 else f"{reps[0]}-{reps[-1]}"
+    return f"median of {count} repetitions, min-max shaded"
+
+
+def band(ax, x, picks, metric, i):
+    """Shades the min-max spread of `metric` over repetitions behind series i; returns the
+    (low, high) pairs, the same numbers the CSV records."""
+    spread = [p.spread(metric) for p in picks]
+    if any(p.repetitions > 1 for p in picks):
+        ax.fill_between(x, [lo for lo, _ in spread], [hi for _, hi in spread],
+                        color=COLORS[i % len(COLORS)], alpha=0.18, linewidth=0)
+    return spread
+
+
 def _cell(v):
     if v is None:
         return ""  # not drawn (NaN in the input)

@@ -167,20 +167,21 @@ def representative(runs):
     out = {}
     for name, rows in samples(runs).items():
         if name in medians:
-            out[name] = _Pick(medians[name], [medians[name]])
+            out[name] = _Pick(medians[name], [medians[name]], rows)
         else:
-            out[name] = _Pick(rows[0], rows)
+            out[name] = _Pick(rows[0], rows, rows)
     return out
 
 
 class _Pick:
-    """A benchmark as the figures see it: name parts plus a value per metric."""
+    """A benchmark as the figures see it: name parts, a value per metric, and its spread."""
 
-    def __init__(self, first, rows):
+    def __init__(self, first, rows, repetitions):
         self.name = first.run_name
         self.family = first.family
         self.params = first.params
         self._rows = rows
+        self._reps = [r for r in repetitions if r.run_type != "aggregate"]
 
     def value(self, metric):
         vals = [r.value(metric) for r in self._rows]
@@ -188,6 +189,19 @@ class _Pick:
         if not vals:
             return math.nan
         return statistics.median_low(vals)
+
+    @property
+    def repetitions(self):
+        """How many repetitions the value rests on (1 when the file has only aggregates)."""
+        return max(1, len(self._reps))
+
+    def spread(self, metric):
+        """(lowest, highest) value over the repetitions, as the C++ wrote them; NaNs without."""
+        vals = [v for v in (r.value(metric) for r in self._reps) if not math.isnan(v)]
+        if not vals:
+            v = self.value(metric)
+            return v, v
+        return min(vals), max(vals)
 
     def has(self, metric):
         return any(metric in r.counters for r in self._rows) or metric == "real_time"

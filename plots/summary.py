@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gbjson  # noqa: E402
 
 STAGES = ["dp", "z1", "z2", "z3"]
-# DESIGN.md's table: resident bytes per parameter and what a step communicates.
+# The article's table: resident bytes per parameter and what a step communicates.
 ARTICLE = {
     "dp": ("w+g+o", "all-reduce"),
     "z1": ("w+g+o/N", "reduce-scatter + all-gather"),
@@ -34,6 +34,28 @@ def fmt(v, digits=3):
 def ms(v):
     """Seconds as the C++ wrote them, shown in milliseconds."""
     return "n/a" if v is None or math.isnan(v) else f"{v * 1e3:.2f}"
+
+
+def spread_text(pick, metric, show):
+    """ " [lo, hi]" over the repetitions behind a median, formatted by `show`; "" for one run."""
+    if pick is None or pick.repetitions <= 1:
+        return ""
+    lo, hi = pick.spread(metric)
+    return f" [{show(lo)}, {show(hi)}]"
+
+
+def timed(pick, metric, show):
+    """A timing cell: the median as the C++ wrote it, then its spread over repetitions."""
+    return show(value(pick, metric)) + spread_text(pick, metric, show)
+
+
+def repetitions_line(picks):
+    """Says how many repetitions the timings rest on, when more than one."""
+    reps = sorted({p.repetitions for p in picks if p is not None})
+    if not reps or reps[-1] <= 1:
+        return []
+    count = str(reps[0]) if len(reps) == 1 else f"{reps[0]} to {reps[-1]}"
+    return [f"- Timings: median of {count} repetitions, [lowest, highest] in brackets.", ""]
 
 
 def size_text(n):
@@ -83,8 +105,9 @@ def zero_section(results):
         rows.append([stage, ARTICLE[stage][0], ARTICLE[stage][1],
                      fmt(value(mem, "bytes_per_param_formula")), fmt(value(mem, "bytes_per_param")),
                      fmt(value(vol, "volume_psi"), 4), fmt(value(vol, "volume_psi_measured"), 4),
-                     ms(value(t, "step_s")), ms(value(t, "compute_s")),
-                     ms(value(t, "exposed_comm_s")), fmt(value(t, "overlap_eff"), 2),
+                     timed(t, "step_s", ms), timed(t, "compute_s", ms),
+                     timed(t, "exposed_comm_s", ms),
+                     timed(t, "overlap_eff", lambda v: fmt(v, 2)),
                      " / ".join(fmt(value(p, "wrong"), 0) for p in (v, t))])
     head = ["stage", "bytes/param (article)", "collectives", "bytes/param formula",
             "measured", "volume ideal (Ψ)", "measured (Ψ)", "step (ms)", "compute (ms)",
@@ -99,13 +122,14 @@ def zero_section(results):
     out += [table(head, rows), ""]
     out.append("- bytes/param measured: resident-set growth (host) or cudaMemGetInfo (GPU) while "
                "the state is allocated, busiest rank. Step (median), compute, exposed "
-               "communication and overlap: zero.json, fastest transport, with compute.")
+               "communication (the time compute waited for it, measured directly) and overlap: "
+               "zero.json, fastest transport, with compute.")
     if wire is not None:
         out.append("- volume: zero_wire.json; measured from the bytes written to sockets, ring "
                    "algorithms.")
     else:
         out.append("- volume: zero.json (no socket run: zero_wire.json is absent).")
-    return out + [""]
+    return out + [""] + repetitions_line(z.values())
 
 
 def collectives_section(results):
@@ -124,12 +148,13 @@ def collectives_section(results):
     for op in order:
         p = best[op]
         size = gbjson.number(p.params.get("bytes"))
-        rows.append([op, fmt(p.value("busbw_GBps"), 3), fmt(p.value("algbw_GBps"), 3),
+        three = lambda v: fmt(v, 3)  # noqa: E731
+        rows.append([op, timed(p, "busbw_GBps", three), timed(p, "algbw_GBps", three),
                      size_text(size) if size is not None else "n/a", p.params.get("dtype", ""),
-                     fmt(p.value("wrong"), 0)])
+                     timed(p, "overhead_ratio", three), fmt(p.value("wrong"), 0)])
     return ["## Collectives: peak bus bandwidth per op", "",
-            table(["op", "peak busbw (GB/s)", "algbw (GB/s)", "at size", "dtype", "wrong"], rows),
-            ""]
+            table(["op", "peak busbw (GB/s)", "algbw (GB/s)", "at size", "dtype",
+                   "overhead (ours / bare call)", "wrong"], rows), ""] + repetitions_line(best.values())
 
 
 def sweep_section(results):
@@ -142,11 +167,12 @@ def sweep_section(results):
         gbjson.number(p.params.get("compute_us")) or 0.0))
     for p in keyed:
         rows.append([p.params.get("stage", ""), p.params.get("compute_us", ""),
-                     ms(p.value("compute_s")), ms(p.value("comm_s")),
-                     ms(p.value("exposed_comm_s")), fmt(p.value("overlap_eff"), 2)])
+                     timed(p, "compute_s", ms), timed(p, "comm_s", ms),
+                     timed(p, "exposed_comm_s", ms),
+                     timed(p, "overlap_eff", lambda v: fmt(v, 2))])
     return ["## Compute sweep: exposed communication", "",
             table(["stage", "compute per layer (µs)", "compute (ms)", "comm (ms)",
-                   "exposed comm (ms)", "overlap"], rows), ""]
+                   "exposed comm (ms)", "overlap"], rows), ""] + repetitions_line(picks.values())
 
 
 OPT_COLUMNS = [("params", "params", 0), ("params_per_s", "params/s", 4), ("GBps", "GB/s", 2),
@@ -164,15 +190,17 @@ def optimizer_section(results):
     for p in picks.values():
         cells = [p.name.replace("|", "\\|")]
         for metric, _, digits in cols:
-            v = p.value(metric)
             if digits is None:
-                cells.append(ms(v))
-            elif metric == "params_per_s" and not math.isnan(v):
-                cells.append(f"{v:.{digits}g}")
+                cells.append(timed(p, metric, ms))
+            elif metric == "params_per_s":
+                cells.append(timed(p, metric, lambda v, d=digits: "n/a" if math.isnan(v) else f"{v:.{d}g}"))
+            elif metric == "params":
+                cells.append(fmt(p.value(metric), digits))
             else:
-                cells.append(fmt(v, digits))
+                cells.append(timed(p, metric, lambda v, d=digits: fmt(v, d)))
         rows.append(cells)
-    return ["## Optimizer", "", table(["benchmark"] + [c[1] for c in cols], rows), ""]
+    return ["## Optimizer", "", table(["benchmark"] + [c[1] for c in cols], rows), ""] + \
+        repetitions_line(picks.values())
 
 
 def plan_section(results):

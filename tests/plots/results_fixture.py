@@ -28,8 +28,8 @@ def row(name, real_time=1000.0, time_unit="ns", rep=0, reps=1, **counters):
     return r
 
 
-def aggregate(name, agg, real_time, time_unit="ns", **counters):
-    r = row(name, real_time, time_unit, **counters)
+def aggregate(name, agg, real_time, time_unit="ns", reps=3, **counters):
+    r = row(name, real_time, time_unit, reps=reps, **counters)
     r.update({"name": f"{name}_{agg}", "run_type": "aggregate", "aggregate_name": agg,
               "aggregate_unit": "time"})
     return r

@@ -51,3 +51,15 @@ def test_samples_and_representative():
     rep = gbjson.representative(runs)
     assert rep["a"].value("x") == 2.0 and rep["b"].value("x") == 7.5
     assert math.isnan(rep["a"].value("missing"))
+
+
+def test_spread_is_the_lowest_and_highest_repetition():
+    rows = [row("a", 1.0, rep=0, reps=3, x=1.0), row("a", 3.0, rep=1, reps=3, x=3.0),
+            row("a", 2.0, rep=2, reps=3, x=2.5), aggregate("a", "median", 2.0, x=2.5),
+            row("c", 4.0, x=4.0), aggregate("b", "median", 7.0, x=7.5)]
+    rep = gbjson.representative(gbjson.parse_gb("x", doc(rows))[1])
+    assert rep["a"].repetitions == 3 and rep["a"].spread("x") == (1.0, 3.0)
+    assert rep["a"].value("x") == 2.5  # Google Benchmark's median row, not ours
+    # One run, or aggregates alone: no spread to show.
+    assert rep["c"].repetitions == 1 and rep["c"].spread("x") == (4.0, 4.0)
+    assert rep["b"].repetitions == 1 and rep["b"].spread("x") == (7.5, 7.5)
