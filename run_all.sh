@@ -31,8 +31,8 @@ options:
   --backend=B        auto | mpi | nccl (default auto: nccl when a GPU is visible and the
                      build has CUDA)
   --out=DIR          results folder (default results/<UTC stamp>_<host>)
-  --repetitions=N    repeat every Google Benchmark benchmark N times (default 1); the
-                     comparator takes medians and, from 5 on both sides, a Mann-Whitney test
+  --repetitions=N    repeat every Google Benchmark benchmark N times (default 5, or 3 with
+                     --quick): figures and summary.md show the median and the spread
   --only=A,B         run only these: collectives, zero (both zb_zero runs), sweep,
                      optimizer, plan
   --compare=DIR      compare this run with a baseline results folder (for example
@@ -58,7 +58,7 @@ USAGE
 
 die2() { echo "run_all.sh: $*" >&2; exit 2; }
 
-quick=0 np="" backend=auto out="" only="" compare="" gate=exact threshold=0.1 reps=1
+quick=0 np="" backend=auto out="" only="" compare="" gate=exact threshold=0.1 reps=
 declare -A tolerance=([bytes_per_param]=0.005 [volume_psi_measured]=0.01)
 for arg in "$@"; do
   case $arg in
@@ -82,7 +82,8 @@ for arg in "$@"; do
 done
 all_benches=(collectives zero sweep optimizer plan)
 [[ -z $np || $np =~ ^[1-9][0-9]*$ ]] || die2 "--np must be a positive integer, not '$np'"
-[[ $reps =~ ^[1-9][0-9]*$ ]] || die2 "--repetitions must be a positive integer, not '$reps'"
+[[ -z $reps || $reps =~ ^[1-9][0-9]*$ ]] || die2 "--repetitions must be a positive integer, not '$reps'"
+reps=${reps:-$( ((quick)) && echo 3 || echo 5)}
 [[ $backend =~ ^(auto|mpi|nccl)$ ]] || die2 "--backend must be auto, mpi or nccl, not '$backend'"
 [[ $gate =~ ^(exact|all)$ ]] || die2 "--gate must be exact or all, not '$gate'"
 [[ $threshold =~ ^[0-9]+([.][0-9]*)?$|^[.][0-9]+$ ]] || die2 "--threshold must be a number >= 0, not '$threshold'"
@@ -98,6 +99,13 @@ if [[ $* == *--compare=* ]]; then
   compare=$(cd "$compare" && pwd)
 fi
 selected() { [[ -z $only || ",$only," == *",$1,"* ]]; }
+
+# The results folder first: a path that cannot be written fails now, not after the run.
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+host=$(hostname -s 2>/dev/null || hostname)
+out=${out:-results/${stamp}_${host}}
+mkdir -p "$out/logs" 2>/dev/null && [[ -w $out/logs ]] || die2 "--out: cannot create a writable folder $out"
+out=$(cd "$out" && pwd)
 
 log() { printf '[run_all %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 t_start=$SECONDS
@@ -153,11 +161,6 @@ else
   for ((i = 0; i < ${#ring_mca[@]}; i += 2)); do wire_mca+=(--mca "${ring_mca[i]}" "${ring_mca[i + 1]}"); done
 fi
 
-stamp=$(date -u +%Y%m%dT%H%M%SZ)
-host=$(hostname -s 2>/dev/null || hostname)
-out=${out:-results/${stamp}_${host}}
-mkdir -p "$out/logs" || { echo "run_all.sh: cannot create $out" >&2; exit 1; }
-out=$(cd "$out" && pwd)
 # A reused folder: drop what this script writes, so nothing stale passes for this run's.
 rm -f "$out"/{collectives,zero_wire,zero,zero_sweep,optimizer,plan,manifest}.json "$out"/trace_*.json \
   "$out"/summary.md "$out"/compare.md
@@ -229,7 +232,7 @@ elif [[ $backend == nccl ]]; then
   opt_args=(--iters=10 --warmup=3)
 else
   coll=(--min-bytes=1K --max-bytes=64M --step-factor=2 --iters=10 --warmup=3)
-  model=(--params=16e6 --layers=16 --bucket-mb=4)
+  model=(--params=16e6 --layers=32 --bucket-mb=0.9)  # one bucket per layer: what overlap hides best
   zero_iters=(--iters=10 --warmup=3)
   sweep=(--iters=5 --warmup=2 --compute-sweep=0,100,300,1000,3000,10000)
   opt_args=(--iters=10 --warmup=3)
