@@ -3,10 +3,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/files.h"
-#include "harness/flags.h"
-#include "harness/plan.h"
-#include "harness/state_formula.h"
+#include "harness/core/files.h"
+#include "harness/driver/flags.h"
+#include "harness/zero/plan.h"
 #include "kernels/dtype.h"
 
 namespace {
@@ -16,8 +15,9 @@ struct Options {
   std::string dp_text, json_path;
   int64_t world = 0, tp = 1, pp = 1, ep = 1;
   double expert_fraction = 0;
-  std::string optimizer = "adam", grad_dtype = "bf16";
-  std::vector<std::string> stages = zb::stage_names();
+  zb::Optimizer optimizer = zb::Optimizer::adam;
+  zb::DType grad_dtype = zb::DType::bf16;
+  std::vector<zb::Stage> stages = zb::all_stages();
 };
 
 zb::Status parse_dp_list(const std::string& text, std::vector<int64_t>* out) {
@@ -76,9 +76,9 @@ int main(int argc, char** argv) {
   flags.add_double("expert-fraction", &o.expert_fraction,
                    "share of params in expert weights (split over ep)", 0, 1);
   flags.add_choice("optimizer", &o.optimizer, "adam (12 bytes/param) or momentum (8)",
-                   {"adam", "momentum"});
-  flags.add_choice("grad-dtype", &o.grad_dtype, "gradient dtype", {"bf16", "fp32"});
-  flags.add_list("stages", &o.stages, "stages to plan", zb::stage_names());
+                   zb::optimizer_choices());
+  flags.add_choice("grad-dtype", &o.grad_dtype, "gradient dtype", zb::dtype_choices());
+  flags.add_list("stages", &o.stages, "stages to plan", zb::stage_choices());
   flags.add_string("json", &o.json_path, "also write the rows as JSON to this path");
   flags.allow_benchmark_flags(false);
 
@@ -97,15 +97,8 @@ int main(int argc, char** argv) {
   layout.params = o.params;
   layout.tp = o.tp, layout.pp = o.pp, layout.ep = o.ep;
   layout.expert_fraction = o.expert_fraction;
-  if (s) s = zb::parse_optimizer(o.optimizer, &layout.optimizer);
-  if (s && !zb::parse_dtype(o.grad_dtype, &layout.grad_dtype))
-    s = zb::Status::error("--grad-dtype='" + o.grad_dtype + "' is not allowed; use bf16|fp32");
-  std::vector<zb::Stage> stages;
-  for (const std::string& name : o.stages) {
-    zb::Stage st{};
-    if (s) s = zb::parse_stage(name, &st);
-    stages.push_back(st);
-  }
+  layout.optimizer = o.optimizer;
+  layout.grad_dtype = o.grad_dtype;
 
   // Every layout is checked before anything is printed, so a bad entry in a
   // --dp list gives one error line and no partial table.
@@ -116,7 +109,7 @@ int main(int argc, char** argv) {
     s = zb::check_layout(layout);
     if (!s) break;
     std::vector<zb::PlanRow> rows;
-    for (zb::Stage st : stages) rows.push_back(zb::plan_row(layout, st));
+    for (zb::Stage st : o.stages) rows.push_back(zb::plan_row(layout, st));
     tables.push_back(rows);
   }
   if (!s) {

@@ -4,20 +4,22 @@
 #include <cmath>
 #include <cstdio>
 
-#include "harness/driver.h"
-#include "harness/files.h"
-#include "harness/table.h"
-#include "harness/zero_bench.h"
+#include "bench/zero_bench.h"
+#include "harness/core/files.h"
+#include "harness/driver/driver.h"
+#include "harness/driver/table.h"
+#include "harness/zero/state_formula.h"
 
 namespace {
 
 struct Options {
   double params = 16e6, bucket_mb = 25;
   int64_t layers = 16, prefetch = 1;
-  std::string model, optimizer = "adam", grad_dtype = "bf16", compute = "none", overlap = "on";
-  std::string sweep, trace;
-  std::vector<std::string> stages{"dp", "z1", "z2", "z3"};
-  bool check = true;
+  std::string model, compute = "none", sweep, trace;
+  zb::Optimizer optimizer = zb::Optimizer::adam;
+  zb::DType grad_dtype = zb::DType::bf16;
+  bool overlap = true, check = true;
+  std::vector<zb::Stage> stages = zb::all_stages();
 };
 
 struct Row {
@@ -58,14 +60,14 @@ int main(int argc, char** argv) {
   f.add_int("layers", &opt.layers, "layers of the uniform model", 1, 1 << 20);
   f.add_string("model", &opt.model, "gpt:layers=L,hidden=H,vocab=V (real, unequal layer sizes)");
   f.add_double("bucket-mb", &opt.bucket_mb, "gradient bucket size in MiB of gradients", 1e-6, 1 << 20);
-  f.add_choice("optimizer", &opt.optimizer, "adam (12 bytes of state) or momentum (8)", {"adam", "momentum"});
-  f.add_choice("grad-dtype", &opt.grad_dtype, "gradient dtype", {"bf16", "fp32"});
-  f.add_list("stages", &opt.stages, "stages to run", {"dp", "z1", "z2", "z3"});
+  f.add_choice("optimizer", &opt.optimizer, "adam (12 bytes of state) or momentum (8)", zb::optimizer_choices());
+  f.add_choice("grad-dtype", &opt.grad_dtype, "gradient dtype", zb::dtype_choices());
+  f.add_list("stages", &opt.stages, "stages to run", zb::stage_choices());
   f.add_bool("check", &opt.check, "compare the final state with a single-process reference");
   f.add_string("compute", &opt.compute, "per-layer compute: none, sleep:US, spin:US or gemm:TOKENS "
                "(forward; backward twice as long)");
   f.add_choice("overlap", &opt.overlap, "off serialises every collective after the compute it follows",
-               {"on", "off"});
+               zb::Choices<bool>{{"on", true}, {"off", false}});
   f.add_int("prefetch", &opt.prefetch, "z3: layers all-gathered ahead of the one computing", 0, 64);
   f.add_string("compute-sweep", &opt.sweep, "US,US,...: per-layer compute values (kind from --compute, "
                "sleep by default) for exposed communication against compute/communication");
@@ -105,23 +107,25 @@ int main(int argc, char** argv) {
   base.compute = compute_spec;
   base.check = opt.check;
   base.measure_wire = measurable;
-  zb::parse_optimizer(opt.optimizer, &base.config.optimizer.kind);
-  zb::parse_dtype(opt.grad_dtype, &base.config.grad_dtype);
+  base.config.optimizer.kind = opt.optimizer;
+  base.config.grad_dtype = opt.grad_dtype;
   base.config.bucket_elems =
-      std::max<uint64_t>(1, uint64_t(opt.bucket_mb * 1048576.0 / double(zb::dtype_size(base.config.grad_dtype))));
-  base.config.overlap = opt.overlap == "on";
+      std::max<uint64_t>(1, uint64_t(opt.bucket_mb * 1048576.0 / double(zb::dtype_size(opt.grad_dtype))));
+  base.config.overlap = opt.overlap;
   base.config.prefetch = int(opt.prefetch);
   base.config.corrupt = driver.faults().corrupt_rank == comm.rank();
   std::vector<Row> rows;
 
-  for (const auto& stage : opt.stages) {
+  const std::string overlap = opt.overlap ? "on" : "off";
+  for (zb::Stage st : opt.stages) {
     zb::ZeroBenchSetup setup = base;
-    zb::parse_stage(stage, &setup.config.stage);
+    setup.config.stage = st;
+    const std::string stage = zb::stage_name(st);
     std::string tail = "/params:" + std::to_string(model.params()) + "/layers:" + std::to_string(model.layers.size()) +
-                       "/optimizer:" + opt.optimizer + "/grad:" + opt.grad_dtype;
+                       "/optimizer:" + zb::optimizer_name(opt.optimizer) + "/grad:" + zb::dtype_name(opt.grad_dtype);
     if (sweep_us.empty()) {
       setup.trace_path = trace_path(opt.trace, stage, opt.stages.size());
-      driver.add("zero/stage:" + stage + tail + "/compute:" + opt.compute + "/overlap:" + opt.overlap,
+      driver.add("zero/stage:" + stage + tail + "/compute:" + opt.compute + "/overlap:" + overlap,
                  [&, setup, stage](zb::Run& run) -> zb::Status {
                    zb::ZeroResult r;
                    ZB_RETURN_IF_ERROR(zb::run_zero_benchmark(run, *compute, setup, &r));
@@ -151,8 +155,8 @@ int main(int argc, char** argv) {
   code = driver.run();
   if (driver.root() && !rows.empty()) {
     std::printf("\n# zb_zero: %d ranks, %s, Psi = %.0f, %s, %s gradients, compute %s, overlap %s, backend %s\n", n,
-                model.description.c_str(), double(model.params()), opt.optimizer.c_str(), opt.grad_dtype.c_str(),
-                opt.compute.c_str(), opt.overlap.c_str(), zb::backend_name(comm.backend()));
+                model.description.c_str(), double(model.params()), zb::optimizer_name(opt.optimizer),
+                zb::dtype_name(opt.grad_dtype), opt.compute.c_str(), overlap.c_str(), zb::backend_name(comm.backend()));
     print_table(rows);
     std::printf("# bytes/param measured: %s growth while the state was allocated; exposed: time compute waited for "
                 "communication; overlap = (comm - exposed) / min(comm, compute)\n",

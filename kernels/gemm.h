@@ -10,7 +10,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "harness/status.h"
+#include "harness/core/status.h"
 #endif
 
 namespace zb {

@@ -13,7 +13,7 @@
 #if defined(ZB_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 
-#include "harness/status.h"
+#include "harness/core/status.h"
 #endif
 
 namespace zb {

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "harness/mpi_ops.h"
+#include "harness/comm/mpi_ops.h"
 #include "kernels/bf16.h"
 
 namespace {

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "harness/flags.h"
-#include "harness/sweep.h"
+#include "harness/driver/flags.h"
+#include "harness/driver/sweep.h"
 #include "kernels/pattern.h"
 
 namespace {

@@ -12,8 +12,8 @@
 #include "kernels/bandwidth.h"
 #include "kernels/gemm.h"
 #include "kernels/optimizer.h"
-#include "tests/unit/random_values.h"
 #include "kernels/spin.h"
+#include "tests/unit/random_values.h"
 
 namespace zb {
 namespace {

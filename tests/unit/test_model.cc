@@ -1,9 +1,9 @@
 // Model sizes, the padded flat layout, compute specs and the overlap formula.
 #include <gtest/gtest.h>
 
-#include "harness/layer_compute.h"
-#include "harness/model.h"
-#include "harness/zero_bench.h"
+#include "harness/zero/layer_compute.h"
+#include "harness/zero/model.h"
+#include "harness/zero/overlap.h"
 
 TEST(Model, UniformSpreadsTheRemainder) {
   zb::ModelSpec m;

@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "harness/traffic.h"
+#include "harness/comm/traffic.h"
 
 using zb::Coll;
 

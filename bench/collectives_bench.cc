@@ -1,0 +1,156 @@
+// The zb_collectives benchmark body: buffers, the timed loops against the bare call, the check.
+#include "bench/collectives_bench.h"
+
+#include <cmath>
+
+#include "harness/core/stats.h"
+#include "kernels/pattern.h"
+
+namespace zb {
+namespace {
+
+// One size of one op: buffers laid out so every rank's part is whole elements.
+struct Shape {
+  Coll op;
+  DType dtype;
+  uint64_t count;  // full buffer, elements (padded to a multiple of ranks for RS/AG)
+  uint64_t in_count, out_count;
+};
+
+Shape shape_for(Coll op, DType dtype, uint64_t bytes, int ranks) {
+  uint64_t count = padded_count(op, dtype, bytes, ranks), block = count / uint64_t(ranks);
+  switch (op) {
+    case Coll::all_reduce: return {op, dtype, count, count, count};
+    case Coll::reduce_scatter: return {op, dtype, count, count, block};
+    case Coll::all_gather: return {op, dtype, count, block, count};
+  }
+  return {};
+}
+
+// Fills this rank's input; the all-gather's block is its slice of the global index space.
+void fill_input(const Shape& s, void* host, int rank, int ranks) {
+  uint64_t first = s.op == Coll::all_gather ? uint64_t(rank) * s.in_count : 0;
+  fill_pattern(host, s.dtype, s.in_count, rank, first, ranks);
+}
+
+uint64_t count_wrong(const Shape& s, const void* host, int rank, int ranks) {
+  uint64_t wrong = 0;
+  for (uint64_t i = 0; i < s.out_count; ++i) {
+    double expect = 0;
+    if (s.op == Coll::all_reduce) expect = pattern_sum(i, ranks);
+    else if (s.op == Coll::reduce_scatter) expect = pattern_sum(uint64_t(rank) * s.out_count + i, ranks);
+    else expect = pattern_value(int(i / s.in_count), i, ranks);
+    wrong += load_element(host, s.dtype, i) != expect;
+  }
+  return wrong;
+}
+
+Status issue(Communicator& comm, const Shape& s, const void* in, void* out) {
+  switch (s.op) {
+    case Coll::all_reduce: return comm.all_reduce(in, out, s.count, s.dtype);
+    case Coll::reduce_scatter: return comm.reduce_scatter(in, out, s.out_count, s.dtype);
+    case Coll::all_gather: return comm.all_gather(in, out, s.in_count, s.dtype);
+  }
+  return Status::ok();
+}
+
+// The p-quantile of two runs' per-iteration times together.
+double quantile_of(const Timing& a, const Timing& b, double p) {
+  std::vector<double> all = a.times;
+  all.insert(all.end(), b.times.begin(), b.times.end());
+  return quantile(all, p);
+}
+
+}  // namespace
+
+uint64_t padded_count(Coll op, DType dtype, uint64_t bytes, int ranks) {
+  uint64_t elem = dtype_size(dtype);
+  uint64_t count = std::max<uint64_t>(1, (bytes + elem - 1) / elem);
+  if (op != Coll::all_reduce) count = (count + uint64_t(ranks) - 1) / uint64_t(ranks) * uint64_t(ranks);
+  return count;
+}
+
+Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* out) {
+  Driver& driver = run.driver();
+  Communicator& comm = driver.comm();
+  const int n = comm.size(), rank = comm.rank();
+  const Shape s = shape_for(setup.op, setup.dtype, setup.bytes, n);
+  const size_t esz = dtype_size(s.dtype);
+  const uint64_t full_bytes = s.count * esz;
+  Buffer in, out_buf, host_in, host_out;
+  MemKind kind = comm.mem_kind();
+  ZB_RETURN_IF_ERROR(Buffer::allocate(kind, s.in_count * esz, &in));
+  ZB_RETURN_IF_ERROR(Buffer::allocate(kind, s.out_count * esz, &out_buf));
+  ZB_RETURN_IF_ERROR(Buffer::allocate(MemKind::host, s.in_count * esz, &host_in));
+  ZB_RETURN_IF_ERROR(Buffer::allocate(MemKind::host, s.out_count * esz, &host_out));
+  fill_input(s, host_in.data(), rank, n);
+  if (driver.faults().corrupt_rank == rank)
+    store_element(host_in.data(), s.dtype, s.in_count / 2, 1.0);  // off the pattern
+  ZB_RETURN_IF_ERROR(copy_bytes(in.data(), kind, host_in.data(), MemKind::host, s.in_count * esz));
+
+  auto ours = [&] { return issue(comm, s, in.data(), out_buf.data()); };
+  auto ours_done = [&] { return comm.synchronize(); };
+  auto bare = [&] { return comm.bare(s.op, in.data(), out_buf.data(), s.count, s.dtype); };
+  auto bare_done = [&] { return comm.bare_synchronize(); };
+  auto once = [&]() -> Status {
+    ZB_RETURN_IF_ERROR(ours());
+    return ours_done();
+  };
+  auto bare_once = [&]() -> Status {
+    ZB_RETURN_IF_ERROR(bare());
+    return bare_done();
+  };
+  // Ours, bare, bare, ours: a machine that drifts during the benchmark weighs on both alike,
+  // so their ratio is the harness's own cost, not the drift.
+  auto timed = [&](bool bare_side, Timing* t) {
+    if (bare_side) return setup.batch ? run.batch(bare, bare_done, t) : run.per_iteration(bare_once, t);
+    return setup.batch ? run.batch(ours, ours_done, t) : run.per_iteration(once, t);
+  };
+  Timing a1, b1, b2, a2;
+  ZB_RETURN_IF_ERROR(timed(false, &a1));
+  if (setup.bare) {
+    ZB_RETURN_IF_ERROR(timed(true, &b1));
+    ZB_RETURN_IF_ERROR(timed(true, &b2));
+    ZB_RETURN_IF_ERROR(timed(false, &a2));
+  }
+  Timing t = a1;
+  t.times.clear();
+  if (setup.bare) t.mean_s = (a1.mean_s + a2.mean_s) / 2;
+  run.report(t);
+
+  // The check runs once more into a poisoned buffer, so a collective that wrote nothing
+  // cannot pass on the previous iteration's result.
+  if (setup.check) {
+    fill_poison(host_out.data(), s.dtype, s.out_count);
+    ZB_RETURN_IF_ERROR(copy_bytes(out_buf.data(), kind, host_out.data(), MemKind::host, s.out_count * esz));
+    ZB_RETURN_IF_ERROR(once());
+    ZB_RETURN_IF_ERROR(copy_bytes(host_out.data(), MemKind::host, out_buf.data(), kind, s.out_count * esz));
+    out->wrong = driver.sum_over_ranks(double(count_wrong(s, host_out.data(), rank, n)));
+  }
+  // The busiest rank's socket writes: a non-ring algorithm shows up as excess there.
+  double measured = driver.max_over_ranks(a1.write_bytes);
+  out->bytes = full_bytes;
+  out->count = s.count;
+  out->time_s = t.mean_s;
+  out->bare_s = setup.bare ? (b1.mean_s + b2.mean_s) / 2 : NAN;
+  out->wire_measured = setup.measurable && a1.write_bytes >= 0 ? measured : NAN;
+  out->wire_ideal = ideal_wire_bytes(s.op, full_bytes, n);
+  out->algbw = t.mean_s > 0 ? double(full_bytes) / t.mean_s / 1e9 : 0;
+  out->busbw = out->algbw * busbw_factor(s.op, n);
+  run.counter("ranks", n);
+  run.counter("bytes", double(full_bytes));
+  run.counter("algbw_GBps", out->algbw);
+  run.counter("busbw_GBps", out->busbw);
+  run.counter("wrong", out->wrong);
+  run.counter("wire_bytes_ideal", out->wire_ideal);
+  run.counter("wire_bytes_measured", out->wire_measured);
+  run.counter("bare_time_s", out->bare_s);
+  run.counter("overhead_ratio", out->time_s / out->bare_s);
+  if (!setup.batch) {
+    run.counter("p50_s", quantile_of(a1, a2, 0.5));
+    run.counter("p99_s", quantile_of(a1, a2, 0.99));
+  }
+  return Status::ok();
+}
+
+}  // namespace zb

@@ -1,0 +1,106 @@
+// The optimizer kernels against the memory-bandwidth limit measured in the same run.
+#include "bench/optimizer_kernels.h"
+
+#include "harness/core/staggered_arrays.h"
+#include "kernels/bandwidth.h"
+
+namespace zb {
+namespace {
+
+// The update's arrays per parameter (gradient, master, moments, BF16 weights): how large the
+// probes' arrays are in total.
+size_t footprint_per_param(Optimizer kind, DType grad) {
+  return dtype_size(grad) + size_t(4 + moment_bytes(kind) + 2);
+}
+
+}  // namespace
+
+// One update kernel over `params` elements against the memory-bandwidth limit, measured
+// inside each benchmark on the same engine with the same threads: the fastest of the
+// bandwidth probes (kernels/bandwidth.h), each over arrays as large in total as the
+// update's, so all of them meet the same caches and the same memory. A limit must bound
+// every kernel held against it, so it is the best probe, not a chosen one.
+Status kernel_benchmark(Run& run, Compute& compute, const OptimizerConfig& opt, DType grad,
+                        uint64_t params, KernelResult* out) {
+  const MemKind kind = compute.kind();
+  const bool gpu = kind == MemKind::device;
+  const size_t n = params, gsz = dtype_size(grad);
+  const bool adam = opt.kind == Optimizer::adam;
+  const size_t footprint = n * footprint_per_param(opt.kind, grad);
+  const std::vector<Pattern> patterns = bandwidth_patterns(gpu);
+  // Every probe uses the first k of four arrays, footprint / k bytes of each: one
+  // allocation of twice the footprint serves them all (see StaggeredArrays for the layout).
+  const size_t probe_bytes = (footprint / 2 + 63) / 64 * 64;
+  enum { kGrad, kMaster, kM, kV, kWeights };
+  StaggeredArrays a, probe;
+  ZB_RETURN_IF_ERROR(a.allocate(kind, {n * gsz, n * 4, n * 4, adam ? n * 4 : 0, n * 2}));
+  ZB_RETURN_IF_ERROR(probe.allocate(kind, {probe_bytes, probe_bytes, probe_bytes, probe_bytes}));
+  void* g = a.as<void>(kGrad);
+  float *master = a.as<float>(kMaster), *m = a.as<float>(kM), *v = adam ? a.as<float>(kV) : nullptr;
+  Bf16* w = a.as<Bf16>(kWeights);
+  float* arrays[4] = {probe.as<float>(0), probe.as<float>(1), probe.as<float>(2), probe.as<float>(3)};
+  // Every page is written before it is timed: an untouched page reads as the shared zero page,
+  // which is cached and would flatter whichever side read it.
+  ZB_RETURN_IF_ERROR(compute.init_weights(master, w, n, 0));
+  ZB_RETURN_IF_ERROR(compute.zero(m, n * 4));
+  if (adam) ZB_RETURN_IF_ERROR(compute.zero(v, n * 4));
+  ZB_RETURN_IF_ERROR(compute.synthetic_grad(w, g, grad, n, 0, 0, 1, 1));
+  for (float* p : arrays) ZB_RETURN_IF_ERROR(compute.zero(p, probe_bytes));
+  ZB_RETURN_IF_ERROR(compute.synchronize());
+
+  int64_t step = 0;
+  auto update = [&]() -> Status {
+    ZB_RETURN_IF_ERROR(compute.update(opt, g, grad, master, m, v, w, n, ++step, 1.0f));
+    return compute.synchronize();
+  };
+  const int threads = run.driver().cpu_threads_per_rank();  // as main created `compute` with
+  auto elements = [&](Pattern p) { return footprint / size_t(pattern_arrays(p)) / 4; };
+  auto probe_run = [&](Pattern p) {
+    return [&, p]() -> Status {
+#ifdef ZB_HAVE_CUDA
+      if (gpu) {
+        ZB_RETURN_IF_ERROR(bandwidth_cuda(p, arrays, elements(p), static_cast<cudaStream_t>(compute.stream())));
+        return compute.synchronize();
+      }
+#endif
+      bandwidth_cpu(p, arrays, elements(p), threads);
+      return Status::ok();
+    };
+  };
+  // Google Benchmark's time is the update alone. The ratio comes from a second loop that
+  // alternates the update and every probe round by round, so a slow spell of a shared
+  // machine lands on all alike. Medians rather than STREAM's best round: on a shared VM the
+  // best round says more about what the neighbours were doing at that instant than about
+  // the memory.
+  Timing tk;
+  ZB_RETURN_IF_ERROR(run.per_iteration(update, &tk));
+  run.report(tk);
+  std::vector<Run::Variant> variants{{nullptr, update, nullptr}};
+  for (Pattern p : patterns) variants.push_back({nullptr, probe_run(p), nullptr});
+  std::vector<Timing> paired;
+  ZB_RETURN_IF_ERROR(run.interleaved(variants, &paired));
+  out->kernel_s = paired[0].median_s;
+  const size_t model = update_bytes_per_param(opt.kind, grad);
+  out->gbps = double(model) * double(n) / out->kernel_s / 1e9;
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    Pattern p = patterns[i];
+    double gbps = double(pattern_bytes_per_element(p)) * double(elements(p)) / paired[i + 1].median_s / 1e9;
+    run.counter(std::string(pattern_name(p)) + "_GBps", gbps);
+    if (gbps > out->limit_gbps) out->limit_gbps = gbps, out->limit_pattern = pattern_name(p);
+  }
+  out->frac = out->gbps / out->limit_gbps;
+  out->params_per_s = double(n) / out->kernel_s;
+  run.state().SetLabel("limit: " + out->limit_pattern);
+  run.counter("ranks", run.driver().size());
+  run.counter("threads", gpu ? 0 : threads);
+  run.counter("params", double(n));
+  run.counter("bytes_per_param_moved", double(model));
+  run.counter("kernel_s", out->kernel_s);
+  run.counter("params_per_s", out->params_per_s);
+  run.counter("GBps", out->gbps);
+  run.counter("limit_GBps", out->limit_gbps);
+  run.counter("frac_of_limit", out->frac);
+  return Status::ok();
+}
+
+}  // namespace zb

@@ -1,0 +1,132 @@
+// The zb_zero benchmark body: phases, metrics and counters.
+#include "bench/zero_bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "harness/core/stats.h"
+#include "harness/zero/overlap.h"
+#include "harness/zero/state_formula.h"
+
+namespace zb {
+
+
+
+static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, const std::string& path) {
+  size_t first = d.comm().traffic().size();
+  ZB_RETURN_IF_ERROR(d.comm().barrier());
+  z.trace().clear();
+  z.trace().enable(true);
+  double origin = now_seconds();
+  ZB_RETURN_IF_ERROR(z.step());
+  ZB_RETURN_IF_ERROR(z.finish());
+  z.add_comm_spans(first, origin);
+  z.trace().enable(false);
+  // The traffic log's own count of the step's collectives, so a reader can check that the
+  // trace holds every one of them.
+  int counts[3] = {0, 0, 0};
+  std::vector<CollRecord> recs = d.comm().traffic().records();
+  for (size_t i = first; i < recs.size(); ++i) ++counts[int(recs[i].op)];
+  std::string meta = "\"stage\": \"" + stage + "\", \"ranks\": " + std::to_string(d.size()) +
+                     ", \"collectives\": {";
+  for (Coll c : {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather})
+    meta += std::string(c == Coll::all_reduce ? "" : ", ") + "\"" + coll_name(c) + "\": " +
+            std::to_string(counts[int(c)]);
+  // Each rank's exposed communication of this step, which its wait spans add up to.
+  char exposed[64];
+  std::snprintf(exposed, sizeof exposed, "\"exposed_us\": %.3f", z.last_exposed_s() * 1e6);
+  return write_chrome_trace(path, z.trace().spans(), origin, d.mpi_comm(), meta + "}", exposed);
+}
+
+Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setup, ZeroResult* out) {
+  Driver& d = run.driver();
+  Communicator& comm = d.comm();
+  const int n = comm.size();
+  const double psi = double(setup.model->params());
+  std::unique_ptr<LayerCompute> lc;
+  ZB_RETURN_IF_ERROR(LayerCompute::create(setup.compute, *setup.model, compute, d.cpu_threads_per_rank(), &lc));
+  std::unique_ptr<ZeroStep> z;
+  ZB_RETURN_IF_ERROR(ZeroStep::create(comm, compute, *setup.model, setup.config, &z));
+  z->set_layer_compute(lc.get());
+  comm.traffic().clear();
+
+  Timing t;
+  std::vector<double> exposed;  // per step, measured where compute waited
+  auto step = [&]() -> Status {
+    ZB_RETURN_IF_ERROR(z->step());
+    exposed.push_back(z->last_exposed_s());
+    return Status::ok();
+  };
+  ZB_RETURN_IF_ERROR(run.per_iteration(step, &t));
+  run.report(t);
+  out->step_s = t.median_s;
+  // The timed steps are the last ones; the warm-up steps came first.
+  exposed.erase(exposed.begin(), exposed.end() - std::min<ptrdiff_t>(ptrdiff_t(exposed.size()), t.iterations));
+  ZB_RETURN_IF_ERROR(d.max_over_ranks(&exposed));
+  out->exposed_s = median(exposed);
+  if (!setup.trace_path.empty())
+    ZB_RETURN_IF_ERROR(traced_step(d, *z, stage_name(setup.config.stage), setup.trace_path));
+  ZB_RETURN_IF_ERROR(z->finish());
+
+  const double steps = double(z->steps_done());
+  out->volume = comm.traffic().volume_elements() / steps / psi;
+  out->volume_measured = setup.measure_wire ? d.max_over_ranks(comm.traffic().measured_volume_elements(n)) / steps / psi : NAN;
+  double wire_ideal = comm.traffic().ideal_wire_bytes(n) / steps;
+  if (setup.check) {
+    std::vector<Segment> segs = z->check_segments();
+    CheckState got, want;
+    ZB_RETURN_IF_ERROR(z->state_to_host(segs, &got));
+    ZB_RETURN_IF_ERROR(reference_state(setup.config, n, z->steps_done(), segs, compute, &want));
+    out->wrong = d.sum_over_ranks(double(count_mismatches(got, want)));
+  }
+  if (setup.split) {
+    // The whole step, communication alone and compute alone, in rounds; the state is
+    // meaningless from here on. Each is its fastest step: jitter only ever adds time.
+    // Each timed step follows an untimed one of the same kind, so it meets the collectives
+    // that kind leaves in flight (z1/z2's weight all-gathers), as a steady-state step does.
+    auto in_mode = [&](StepMode mode) {
+      return Run::Variant{[&, mode]() -> Status {
+                            ZB_RETURN_IF_ERROR(z->finish());
+                            z->set_mode(mode);
+                            return z->step();
+                          },
+                          step, [&] { return z->finish(); }};
+    };
+    std::vector<Timing> t3;
+    ZB_RETURN_IF_ERROR(run.interleaved(
+        {in_mode(StepMode::full), in_mode(StepMode::comm_only), in_mode(StepMode::compute_only)}, &t3));
+    z->set_mode(StepMode::full);
+    out->comm_s = t3[1].min_s;
+    out->compute_s = t3[2].min_s;
+    out->exposed_diff_s = t3[0].min_s - out->compute_s;
+    out->overlap = overlap_efficiency(out->exposed_s, out->comm_s, out->compute_s);
+  }
+
+  const Stage stage = setup.config.stage;
+  const int gbytes = int(dtype_size(setup.config.grad_dtype));
+  // The busiest rank bounds the step, so memory is reported for it.
+  out->per_param = d.max_over_ranks(double(z->measured_state_bytes()) / psi);
+  out->tracked = double(z->tracker().resident_state_bytes()) / psi;
+  out->formula = bytes_per_param(stage, setup.config.optimizer.kind, gbytes, n);
+  run.counter("ranks", n);
+  run.counter("params", psi);
+  run.counter("padding", double(z->layout().padding()));
+  run.counter("volume_psi", out->volume);
+  run.counter("volume_psi_measured", out->volume_measured);
+  run.counter("bytes_per_param", out->per_param);
+  run.counter("bytes_per_param_tracked", out->tracked);
+  run.counter("bytes_per_param_formula", out->formula);
+  run.counter("transient_peak_bytes", double(z->tracker().transient_peak_bytes()));
+  run.counter("wire_bytes_ideal", wire_ideal);
+  run.counter("step_s", out->step_s);
+  run.counter("comm_s", out->comm_s);
+  run.counter("compute_s", out->compute_s);
+  run.counter("exposed_comm_s", out->exposed_s);
+  run.counter("exposed_comm_diff_s", out->exposed_diff_s);
+  run.counter("overlap_eff", out->overlap);
+  if (setup.check) run.counter("wrong", out->wrong);
+  return Status::ok();
+}
+
+}  // namespace zb

@@ -1,0 +1,33 @@
+// The zb_zero benchmark body: one stage's step timed with compute and communication
+// together and apart, its volume, memory and final state checked, and a trace.
+#pragma once
+
+#include <string>
+
+#include "harness/driver/driver.h"
+#include "harness/zero/layer_compute.h"
+#include "harness/zero/zero_step.h"
+
+namespace zb {
+
+struct ZeroBenchSetup {
+  const ModelSpec* model = nullptr;
+  ZeroConfig config;
+  ComputeSpec compute;
+  bool check = true;        // compare with the single-process reference
+  bool split = true;        // also time compute alone and communication alone
+  std::string trace_path;   // one traced step written here when set
+  bool measure_wire = false;
+};
+
+struct ZeroResult {
+  double step_s = 0, comm_s = NAN, compute_s = NAN, exposed_s = NAN, exposed_diff_s = NAN;
+  double overlap = NAN;
+  double volume = 0, volume_measured = NAN;
+  double per_param = 0, tracked = 0, formula = 0, wrong = 0;
+};
+
+// Runs the benchmark and sets its counters on `run`.
+Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setup, ZeroResult* out);
+
+}  // namespace zb

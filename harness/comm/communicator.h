@@ -1,0 +1,139 @@
+// Communicator: the collectives of data-parallel training, issued asynchronously on a stream.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <mpi.h>
+
+#include "harness/comm/traffic.h"
+#include "harness/core/device.h"
+#include "harness/core/status.h"
+#include "kernels/dtype.h"
+
+namespace zb {
+
+enum class Backend { mpi, nccl };
+const char* backend_name(Backend b);
+
+// A point in the communication stream: complete once everything issued before it is.
+struct Event {
+  uint64_t seq = 0;
+};
+
+// Test-only faults, so the tests can prove that failures are caught rather than hidden.
+struct FaultPlan {
+  int skip_rank = -1;      // this rank silently skips its `skip_call`-th collective
+  int64_t skip_call = -1;
+  int corrupt_rank = -1;   // benchmarks corrupt one input element on this rank
+  // Every collective of this op takes `slow_fraction` longer (the backend busy-waits that
+  // share of its own duration after it): a planted regression for the A/B tooling.
+  int slow_op = -1;        // a Coll value, -1 for none
+  double slow_fraction = 0;
+};
+
+// Who makes a collective progress on a CPU backend. `thread`: a communication thread per
+// rank plays the stream, so the caller computes while collectives run (what overlap needs).
+// `caller`: each collective runs to completion inside the call that issues it, as a bare
+// library call would; for code that waits at once anyway (the collective sweep, serialised
+// steps), where a hand-off to a thread would only add its cost to what is measured.
+// GPU backends ignore it: the GPU is the progress engine.
+enum class Progress { thread, caller };
+
+// Counts for the three collectives (all in elements):
+//   all_reduce:     `count` in, `count` out.
+//   reduce_scatter: `send` holds size() * recv_count; each rank keeps its recv_count block.
+//   all_gather:     each rank gives send_count; `recv` holds size() * send_count.
+// Buffers live where mem_kind() says (host for mpi, device for nccl). Each call only
+// queues work; record()/wait() complete it. A wait that outlasts the timeout returns an
+// error naming the collective, its size and the rank that waited.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual Backend backend() const = 0;
+  virtual MemKind mem_kind() const = 0;
+  virtual std::string library_version() const = 0;
+
+  Status all_reduce(const void* send, void* recv, size_t count, DType dtype);
+  Status reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype);
+  Status all_gather(const void* send, void* recv, size_t send_count, DType dtype);
+  // Blocks until every rank arrives; ordered after all collectives issued before it.
+  virtual Status barrier() = 0;
+
+  virtual Status record(Event* event) = 0;
+  // The host waits (bounded by the timeout, so a lost collective becomes an error).
+  virtual Status wait(const Event& event) = 0;
+  // Ordering between the compute engine and the communication stream, only where the data
+  // needs it. `compute_stream` is Compute::stream() (a cudaStream_t; null on CPU).
+  //   comm_waits_for_compute: collectives issued from now on start once the compute work
+  //       queued so far has finished (they read what it wrote, or overwrite what it reads);
+  //   compute_waits_for: compute queued from now on starts once `event` is complete.
+  // nccl: CUDA events between the two streams; the host does not block. mpi: CPU compute
+  // has finished when its call returns, so comm_waits_for_compute has nothing to order and
+  // compute_waits_for is the host's wait().
+  virtual Status comm_waits_for_compute(void* compute_stream) = 0;
+  virtual Status compute_waits_for(const Event& event, void* compute_stream) = 0;
+  Status synchronize();
+
+  // See Progress. Waits for everything in flight before switching.
+  virtual Status set_progress(Progress progress) = 0;
+
+  // The library's own call with nothing of ours around it (no log, no queue, no events),
+  // issued on the calling thread (mpi) or on the communicator's stream (nccl), then
+  // bare_synchronize(): the baseline zerobench's own cost is measured against. Same counts
+  // as the methods above; the communicator must be idle (synchronized) first.
+  virtual Status bare(Coll op, const void* send, void* recv, size_t count, DType dtype) = 0;
+  virtual Status bare_synchronize() = 0;
+
+  // Ends the job when a collective the caller runs itself (Progress::caller) outlasts the
+  // timeout; called from another thread, since the caller is stuck inside the library. The
+  // default prints the error and calls MPI_Abort; the driver installs its own abort.
+  void set_timeout_handler(std::function<void(const Status&)> handler) {
+    timeout_handler_ = std::move(handler);
+  }
+
+  // Every collective issued is appended here (the accounting side of volume checks).
+  TrafficLog& traffic() { return traffic_; }
+  void set_faults(const FaultPlan& faults) { faults_ = faults; }
+  // Reads the socket write counter around every collective (mpi backend), so the log holds
+  // a measured size per collective. Off by default: the read costs a few microseconds.
+  void set_measure_wire(bool on) { measure_wire_ = on; }
+
+ protected:
+  Communicator(int rank, int size, double timeout_s);
+  // `log_index` is the collective's entry in traffic(), for the backend's measurement.
+  virtual Status issue(const CollRecord& op, const void* send, void* recv, size_t log_index) = 0;
+  // "rank 1: all_reduce of 4194304 bytes (bf16)": the context every error carries.
+  std::string describe(const CollRecord& op) const;
+  // "timeout: <what> did not complete within 300 s (...)": both backends' timeout error.
+  Status timeout_error(const std::string& what) const;
+  const FaultPlan& faults() const { return faults_; }
+
+  int rank_, size_;
+  double timeout_s_;
+  bool measure_wire_ = false;
+  std::function<void(const Status&)> timeout_handler_;
+
+ private:
+  Status submit(Coll op, const void* send, void* recv, size_t count, DType dtype);
+  TrafficLog traffic_;
+  FaultPlan faults_;
+  int64_t calls_ = 0;
+};
+
+// Backends. `world` is duplicated, so the communicator's traffic never mixes with the
+// driver's own reductions.
+Status make_mpi_communicator(MPI_Comm world, double timeout_s, std::unique_ptr<Communicator>* out);
+Status make_nccl_communicator(MPI_Comm world, int local_rank, double timeout_s,
+                              std::unique_ptr<Communicator>* out);
+
+// auto -> nccl when this build has CUDA and a device is visible, else mpi.
+Status resolve_backend(const std::string& flag, Backend* out);
+
+}  // namespace zb

@@ -1,0 +1,193 @@
+// NCCL backend: device buffers, one CUDA stream for communication, one GPU per rank chosen
+// by node-local rank, bootstrapped through MPI. Kept thin: everything above is shared.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <thread>
+#include <vector>
+
+#include "harness/comm/communicator.h"
+#include "harness/comm/topology.h"
+
+namespace zb {
+namespace {
+
+ncclDataType_t nccl_type(DType d) { return d == DType::bf16 ? ncclBfloat16 : ncclFloat32; }
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(MPI_Comm mpi, ncclComm_t comm, cudaStream_t stream, cudaEvent_t compute_done,
+                   int rank, int size, double timeout_s)
+      : Communicator(rank, size, timeout_s), mpi_(mpi), comm_(comm), stream_(stream),
+        compute_done_(compute_done) {}
+
+  ~NcclCommunicator() override {
+    for (auto& m : marks_) cudaEventDestroy(m.done);
+    for (auto e : spare_) cudaEventDestroy(e);
+    cudaEventDestroy(compute_done_);
+    ncclCommDestroy(comm_);
+    cudaStreamDestroy(stream_);
+    MPI_Comm_free(&mpi_);
+  }
+
+  Backend backend() const override { return Backend::nccl; }
+  MemKind mem_kind() const override { return MemKind::device; }
+  std::string library_version() const override {
+    int v = 0;
+    ncclGetVersion(&v);
+    return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+           std::to_string(v % 100);
+  }
+
+  Status barrier() override {
+    ZB_RETURN_IF_ERROR(synchronize());
+    ZB_MPI_CHECK(MPI_Barrier(mpi_));
+    return Status::ok();
+  }
+
+  // A CUDA event is recorded only here, when someone asks for a point in the stream, not
+  // after every collective: a back-to-back sweep then launches exactly what the bare
+  // library call does.
+  Status record(Event* event) override {
+    event->seq = issued_;
+    if (issued_ == 0 || (!marks_.empty() && marks_.back().seq == issued_)) return Status::ok();
+    Mark m{last_, issued_, nullptr};
+    if (!spare_.empty()) {
+      m.done = spare_.back();
+      spare_.pop_back();
+    } else {
+      ZB_CUDA_CHECK(cudaEventCreateWithFlags(&m.done, cudaEventDisableTiming));
+    }
+    ZB_CUDA_CHECK(cudaEventRecord(m.done, stream_));
+    marks_.push_back(m);
+    return Status::ok();
+  }
+
+  // One event serves every call: a stream wait binds to the record made before it.
+  Status comm_waits_for_compute(void* compute_stream) override {
+    ZB_CUDA_CHECK(cudaEventRecord(compute_done_, static_cast<cudaStream_t>(compute_stream)));
+    ZB_CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_done_, 0));
+    return Status::ok();
+  }
+
+  // The mark for `event` is the one recorded at its sequence number; if it has left the
+  // list, the host already saw it complete.
+  Status compute_waits_for(const Event& event, void* compute_stream) override {
+    for (const Mark& m : marks_)
+      if (m.seq == event.seq) {
+        ZB_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(compute_stream), m.done, 0));
+        break;
+      }
+    return Status::ok();
+  }
+
+  // Polls rather than blocks so a collective that never completes (a rank skipped it)
+  // becomes an error naming it, and NCCL's asynchronous errors surface too.
+  Status wait(const Event& event) override {
+    auto start = std::chrono::steady_clock::now();
+    while (!marks_.empty() && marks_.front().seq <= event.seq) {
+      Mark& m = marks_.front();
+      cudaError_t q = cudaEventQuery(m.done);
+      if (q == cudaSuccess) {
+        spare_.push_back(m.done);
+        marks_.pop_front();
+        continue;
+      }
+      if (q != cudaErrorNotReady)
+        return Status::error(describe(m.rec) + ": cudaEventQuery failed: " + cudaGetErrorString(q));
+      ncclResult_t async = ncclSuccess;
+      ZB_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+      if (async != ncclSuccess)
+        return Status::error(describe(m.rec) + ": NCCL asynchronous error: " +
+                             ncclGetErrorString(async));
+      double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > timeout_s_) {
+        ncclCommAbort(comm_);
+        return timeout_error(describe(m.rec));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    return Status::ok();
+  }
+
+  Status set_progress(Progress) override { return synchronize(); }
+
+  Status bare(Coll op, const void* send, void* recv, size_t count, DType dtype) override {
+    return call(op, send, recv, count, dtype);
+  }
+  Status bare_synchronize() override {
+    ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return Status::ok();
+  }
+
+ protected:
+  Status issue(const CollRecord& op, const void* send, void* recv, size_t) override {
+    ZB_RETURN_IF_ERROR(call(op.op, send, recv, op.count, op.dtype));
+    ++issued_;
+    last_ = op;
+    return Status::ok();
+  }
+
+ private:
+  Status call(Coll op, const void* send, void* recv, size_t count, DType dtype) {
+    size_t n = size_t(size_);
+    ncclDataType_t t = nccl_type(dtype);
+    switch (op) {
+      case Coll::all_reduce:
+        ZB_NCCL_CHECK(ncclAllReduce(send, recv, count, t, ncclSum, comm_, stream_));
+        break;
+      case Coll::reduce_scatter:
+        ZB_NCCL_CHECK(ncclReduceScatter(send, recv, count / n, t, ncclSum, comm_, stream_));
+        break;
+      case Coll::all_gather:
+        ZB_NCCL_CHECK(ncclAllGather(send, recv, count / n, t, comm_, stream_));
+        break;
+    }
+    return Status::ok();
+  }
+
+  // A recorded point of the stream: complete once the collective numbered `seq` is, which
+  // was `rec` (named in a timeout).
+  struct Mark {
+    CollRecord rec;
+    uint64_t seq;
+    cudaEvent_t done;
+  };
+  MPI_Comm mpi_;
+  ncclComm_t comm_;
+  cudaStream_t stream_;
+  cudaEvent_t compute_done_;
+  std::deque<Mark> marks_;
+  std::vector<cudaEvent_t> spare_;  // completed marks' events, reused
+  CollRecord last_{Coll::all_reduce, 0, DType::bf16};
+  uint64_t issued_ = 0;
+};
+
+}  // namespace
+
+Status make_nccl_communicator(MPI_Comm world, int local_rank, double timeout_s,
+                              std::unique_ptr<Communicator>* out) {
+  MPI_Comm mpi;
+  ZB_RETURN_IF_ERROR(dup_comm(world, &mpi));
+  int rank = 0, size = 0;
+  ZB_MPI_CHECK(MPI_Comm_rank(mpi, &rank));
+  ZB_MPI_CHECK(MPI_Comm_size(mpi, &size));
+  ZB_RETURN_IF_ERROR(select_gpu(local_rank).context("rank " + std::to_string(rank)));
+
+  ncclUniqueId id;
+  if (rank == 0) ZB_NCCL_CHECK(ncclGetUniqueId(&id));
+  ZB_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi));
+  ncclComm_t comm;
+  ZB_NCCL_CHECK(ncclCommInitRank(&comm, size, id, rank));
+  cudaStream_t stream;
+  ZB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t compute_done;
+  ZB_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done, cudaEventDisableTiming));
+  *out = std::make_unique<NcclCommunicator>(mpi, comm, stream, compute_done, rank, size, timeout_s);
+  return Status::ok();
+}
+
+}  // namespace zb

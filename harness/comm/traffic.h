@@ -1,0 +1,77 @@
+// Traffic: the log of collectives issued, their ideal ring wire bytes, and bytes measured
+// at the transport by the kernel rather than by our own arithmetic.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/core/clock.h"
+#include "kernels/dtype.h"
+
+namespace zb {
+
+enum class Coll { all_reduce, reduce_scatter, all_gather };
+const char* coll_name(Coll op);
+bool parse_coll(const std::string& text, Coll* out);
+std::vector<std::pair<std::string, Coll>> coll_choices();  // every op by name, for flags
+
+// One collective as issued. `count` is the full buffer in elements: the all-reduce's
+// vector, the reduce-scatter's input, the all-gather's output (the nccl-tests convention).
+struct CollRecord {
+  Coll op;
+  uint64_t count;
+  DType dtype;
+  // Socket bytes this process wrote while the collective ran; -1 when not measured.
+  int64_t wire_measured = -1;
+  // When it was issued, and when it ran (steady-clock seconds; -1 when the backend did not
+  // say), for the trace.
+  double issued_s = -1, start_s = -1, end_s = -1;
+  uint64_t bytes() const { return count * dtype_size(dtype); }
+};
+
+// "all_gather 4.0 MiB (bf16)": a collective's name in traces and messages.
+std::string collective_label(const CollRecord& rec);
+
+// nccl-tests' bus-bandwidth factors: 2(N-1)/N for all-reduce, (N-1)/N for the others.
+double busbw_factor(Coll op, int ranks);
+// Bytes one rank sends under a ring algorithm: busbw_factor x full buffer bytes.
+double ideal_wire_bytes(Coll op, uint64_t bytes, int ranks);
+// Elements of the full vector a collective counts for, the way the ZeRO paper counts
+// volume: an all-reduce is a reduce-scatter plus an all-gather, so it counts twice.
+double volume_elements(const CollRecord& rec);
+
+// Appended by the issuing thread, measurements filled in by the communication thread.
+class TrafficLog {
+ public:
+  size_t add(const CollRecord& rec);
+  // Filled in by the backend when the collective completes.
+  void complete(size_t index, int64_t wire_bytes, double start_s, double end_s);
+  void clear();
+  std::vector<CollRecord> records() const;
+  size_t size() const;
+  double volume_elements() const;
+  double ideal_wire_bytes(int ranks) const;
+  // The measured side of volume: each collective's socket bytes divided by the ring's
+  // (N-1)/N and its element size, summed. NaN if any collective went unmeasured.
+  double measured_volume_elements(int ranks) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<CollRecord> records_;
+};
+
+// Bytes this process has handed to write()/writev() so far (`wchar` in /proc/self/io):
+// over a socket transport that is exactly what a rank puts on the wire. Returns -1 when
+// the counter cannot be read.
+int64_t process_write_bytes();
+
+// Whether the backend's data goes through sockets, so process_write_bytes() measures it.
+// mpi: Open MPI restricted to the tcp BTL (OMPI_MCA_btl=tcp,self or ^vader/^sm) or a
+// single rank; nccl: NCCL's socket transport (NCCL_P2P_DISABLE, NCCL_SHM_DISABLE and
+// NCCL_NET=Socket all set). Anything else moves data through memory the kernel never sees.
+bool socket_transport(const std::string& backend, int ranks, std::string* why_not);
+
+}  // namespace zb

@@ -1,0 +1,86 @@
+// Trace: span collection, the gather to rank 0, and Chrome trace JSON.
+#include "harness/core/trace.h"
+
+#include <cstdio>
+#include <vector>
+
+#include "harness/core/clock.h"
+#include "harness/core/files.h"
+
+#ifdef ZB_HAVE_CUDA
+#include <nvtx3/nvToolsExt.h>
+#endif
+
+namespace zb {
+
+TraceScope::TraceScope(Trace* trace, std::string name, std::string args)
+    : trace_(trace && trace->enabled() ? trace : nullptr), name_(std::move(name)),
+      args_(std::move(args)), start_(now_seconds()) {
+#ifdef ZB_HAVE_CUDA
+  nvtxRangePushA(name_.c_str());
+#endif
+}
+
+TraceScope::~TraceScope() {
+#ifdef ZB_HAVE_CUDA
+  nvtxRangePop();
+#endif
+  if (trace_) trace_->add({name_, Track::compute, start_, now_seconds(), args_});
+}
+
+static std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+Status write_chrome_trace(const std::string& path, const std::vector<TraceSpan>& spans,
+                          double origin_s, MPI_Comm comm, const std::string& metadata,
+                          const std::string& rank_args) {
+  int rank = 0, size = 1;
+  ZB_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  ZB_MPI_CHECK(MPI_Comm_size(comm, &size));
+  std::string mine;
+  auto event = [&](const std::string& body) { mine += (mine.empty() ? "" : ",\n") + body; };
+  char buf[160];
+  const char* threads[] = {"compute", "communication", "compute waits for communication"};
+  for (int tid = 0; tid < 3; ++tid) {
+    std::snprintf(buf, sizeof buf,
+                  "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
+                  "\"args\": {\"name\": \"%s\"}}", rank, tid, threads[tid]);
+    event(buf);
+  }
+  std::snprintf(buf, sizeof buf, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, "
+                "\"args\": {\"name\": \"rank %d\"", rank, rank);
+  event(buf + (rank_args.empty() ? "" : ", " + rank_args) + "}}");
+  for (const auto& s : spans) {
+    std::snprintf(buf, sizeof buf, "\"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f",
+                  rank, int(s.track), (s.start_s - origin_s) * 1e6, (s.end_s - s.start_s) * 1e6);
+    event("{\"name\": \"" + escape(s.name) + "\", " + buf + ", \"args\": {" + s.args + "}}");
+  }
+  int len = int(mine.size());
+  std::vector<int> lens(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
+  ZB_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm));
+  std::string all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < size; ++r) displs[size_t(r)] = total, total += lens[size_t(r)];
+    all.resize(size_t(total));
+  }
+  ZB_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                           MPI_CHAR, 0, comm));
+  if (rank != 0) return Status::ok();
+  std::string json = "{\"displayTimeUnit\": \"ms\", \"zerobench\": {" + metadata +
+                     "},\n\"traceEvents\": [\n";
+  for (int r = 0, at = 0; r < size; ++r) {
+    json += (r ? ",\n" : "") + all.substr(size_t(at), size_t(lens[size_t(r)]));
+    at += lens[size_t(r)];
+  }
+  json += "\n]}\n";
+  return write_file_atomically(path, json);
+}
+
+}  // namespace zb

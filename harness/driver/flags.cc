@@ -1,0 +1,159 @@
+// Command-line flags: parsing, range checks and the --help text.
+#include "harness/driver/flags.h"
+
+#include <sstream>
+
+namespace zb {
+
+Flags::Flags(std::string program, std::string summary)
+    : program_(std::move(program)), summary_(std::move(summary)) {}
+
+void Flags::add(Flag flag) { flags_.push_back(std::move(flag)); }
+
+void Flags::add_bool(const std::string& name, bool* out, const std::string& help) {
+  add({name, help, "", *out ? "true" : "false", true, [out, name](const std::string& v) {
+         if (v == "" || v == "true" || v == "1" || v == "yes" || v == "on") *out = true;
+         else if (v == "false" || v == "0" || v == "no" || v == "off") *out = false;
+         else return Status::error("--" + name + " takes true or false, not '" + v + "'");
+         return Status::ok();
+       }});
+}
+
+void Flags::add_int(const std::string& name, int64_t* out, const std::string& help, int64_t min,
+                    int64_t max) {
+  add({name, help, "N", std::to_string(*out), false,
+       [=](const std::string& v) {
+         int64_t x = 0;
+         Status s = parse_int(v, &x);
+         if (!s) return Status::error("--" + name + ": " + s.message());
+         if (x < min || x > max)
+           return Status::error("--" + name + " must be in [" + std::to_string(min) + ", " +
+                                std::to_string(max) + "], not " + v);
+         *out = x;
+         return Status::ok();
+       }});
+}
+
+void Flags::add_double(const std::string& name, double* out, const std::string& help,
+                       double min, double max) {
+  std::ostringstream def;
+  def << *out;
+  add({name, help, "X", def.str(), false, [=](const std::string& v) {
+         double x = 0;
+         Status s = parse_double(v, &x);
+         if (!s) return Status::error("--" + name + ": " + s.message());
+         if (x < min || x > max) {
+           std::ostringstream msg;
+           msg << "--" << name << " must be in [" << min << ", " << max << "], not " << v;
+           return Status::error(msg.str());
+         }
+         *out = x;
+         return Status::ok();
+       }});
+}
+
+void Flags::add_bytes(const std::string& name, uint64_t* out, const std::string& help,
+                      uint64_t min) {
+  add({name, help, "BYTES", std::to_string(*out), false, [=](const std::string& v) {
+         uint64_t x = 0;
+         Status s = parse_bytes(v, &x);
+         if (!s) return Status::error("--" + name + ": " + s.message());
+         if (x < min)
+           return Status::error("--" + name + " must be at least " + std::to_string(min) +
+                                " bytes, not " + v);
+         *out = x;
+         return Status::ok();
+       }});
+}
+
+void Flags::add_string(const std::string& name, std::string* out, const std::string& help) {
+  add({name, help, "TEXT", *out, false, [=](const std::string& v) {
+         if (v.empty()) return Status::error("--" + name + " needs a value");
+         *out = v;
+         return Status::ok();
+       }});
+}
+
+// The text forms are the typed ones with every name standing for itself.
+static Choices<std::string> identity(const std::vector<std::string>& names) {
+  Choices<std::string> out;
+  for (const auto& n : names) out.push_back({n, n});
+  return out;
+}
+
+void Flags::add_choice(const std::string& name, std::string* out, const std::string& help,
+                       std::vector<std::string> allowed) {
+  add_choice<std::string>(name, out, help, identity(allowed));
+}
+
+void Flags::add_list(const std::string& name, std::vector<std::string>* out,
+                     const std::string& help, std::vector<std::string> allowed) {
+  add_list<std::string>(name, out, help, identity(allowed));
+}
+
+Status Flags::parse(int argc, char** argv, std::vector<std::string>* passthrough,
+                    bool* help_requested) {
+  *help_requested = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      *help_requested = true;
+      continue;
+    }
+    if (benchmark_flags_ && arg.rfind("--benchmark_", 0) == 0) {
+      passthrough->push_back(arg);
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0)
+      return Status::error("unexpected argument '" + arg + "' (see --help)");
+    std::string name = arg.substr(2), value;
+    bool has_value = false;
+    size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    const Flag* found = nullptr;
+    bool negated = false;
+    for (const auto& f : flags_) {
+      if (f.name == name) found = &f;
+      if (f.is_bool && "no-" + f.name == name) found = &f, negated = true;
+    }
+    if (!found) return Status::error("unknown flag --" + name + " (see --help)");
+    if (negated) {
+      if (has_value) return Status::error("--" + name + " takes no value");
+      value = "false";
+    } else if (!has_value && !found->is_bool) {
+      if (i + 1 >= argc) return Status::error("--" + name + " needs a value");
+      value = argv[++i];
+    }
+    ZB_RETURN_IF_ERROR(found->set(value));
+  }
+  return Status::ok();
+}
+
+void Flags::set_default_text(const std::string& name, const std::string& text) {
+  for (auto& f : flags_)
+    if (f.name == name) f.default_text = text;
+}
+
+std::string Flags::usage() const {
+  std::ostringstream out;
+  out << "usage: " << program_ << " [flags]"
+      << (benchmark_flags_ ? " [--benchmark_* flags of Google Benchmark]" : "") << "\n";
+  if (!summary_.empty()) out << summary_ << "\n";
+  out << "\nflags:\n";
+  for (const auto& f : flags_) {
+    std::string head = "  --" + f.name + (f.value_hint.empty() ? "" : "=" + f.value_hint);
+    out << head;
+    if (head.size() < 30) out << std::string(30 - head.size(), ' ');
+    else out << "\n" << std::string(30, ' ');
+    out << f.help;
+    if (!f.default_text.empty()) out << " (default " << f.default_text << ")";
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace zb

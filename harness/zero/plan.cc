@@ -1,0 +1,166 @@
+// Layout planning: validation, per-stage memory and traffic per GPU, table and JSON output.
+#include "harness/zero/plan.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+namespace zb {
+namespace {
+
+std::string num(double v) {
+  // Shortest text that reads back as the same double, so JSON round-trips.
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string degree(const char* name, int64_t v) {
+  return std::string("--") + name + "=" + std::to_string(v);
+}
+
+}  // namespace
+
+Status dp_from_world(int64_t world, int64_t tp, int64_t pp, int64_t* dp) {
+  if (world < 1) return Status::error(degree("world", world) + " must be at least 1");
+  if (world % (tp * pp) != 0)
+    return Status::error(degree("world", world) + " is not divisible by tp*pp = " +
+                         std::to_string(tp * pp) + " (tp=" + std::to_string(tp) +
+                         ", pp=" + std::to_string(pp) + "); world must be tp*pp*dp");
+  *dp = world / (tp * pp);
+  return Status::ok();
+}
+
+Status check_layout(const Layout& l) {
+  if (!(l.params >= 1) || l.params != std::floor(l.params) || l.params > 1e18)
+    return Status::error("--params=" + num(l.params) +
+                         " must be a whole number of parameters in [1, 1e18]");
+  const std::pair<const char*, int64_t> degrees[] = {
+      {"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"ep", l.ep}};
+  for (const auto& [name, v] : degrees)
+    if (v < 1 || v > kMaxDegree)
+      return Status::error(degree(name, v) + " must be in [1, " + std::to_string(kMaxDegree) +
+                           "]");
+  if (!(l.expert_fraction >= 0 && l.expert_fraction <= 1))
+    return Status::error("--expert-fraction=" + num(l.expert_fraction) + " must be in [0, 1]");
+  if (l.dp % l.ep != 0)
+    return Status::error(degree("ep", l.ep) + " does not divide " + degree("dp", l.dp) +
+                         "; EP is carved out of DP, so ep must divide dp");
+  // An EP degree with no expert weights splits nothing: almost surely a
+  // forgotten --expert-fraction, which would silently plan a dense model.
+  if (l.ep > 1 && l.expert_fraction == 0)
+    return Status::error(degree("ep", l.ep) +
+                         " needs --expert-fraction > 0 (the share of params in experts)");
+  return Status::ok();
+}
+
+PlanRow plan_row(const Layout& l, Stage stage) {
+  PlanRow r;
+  r.stage = stage;
+  r.dp = l.dp, r.tp = l.tp, r.pp = l.pp, r.ep = l.ep, r.world = l.world();
+  const double model_split = double(l.tp * l.pp);
+  // Subtracting keeps dense + expert == Ψ exact where 1 - fraction would round.
+  const double expert_total = l.params * l.expert_fraction;
+  r.dense_params = (l.params - expert_total) / model_split;
+  r.expert_params = expert_total / (model_split * double(l.ep));
+  r.params_per_gpu = r.dense_params + r.expert_params;
+  r.dense_shard = l.dp;
+  r.expert_shard = l.dp / l.ep;
+
+  const int g = int(dtype_size(l.grad_dtype));
+  const CategoryBytes d = bytes_per_param_by_category(stage, l.optimizer, g, r.dense_shard);
+  const CategoryBytes e = bytes_per_param_by_category(stage, l.optimizer, g, r.expert_shard);
+  r.bytes.weights = d.weights * r.dense_params + e.weights * r.expert_params;
+  r.bytes.grads = d.grads * r.dense_params + e.grads * r.expert_params;
+  r.bytes.master = d.master * r.dense_params + e.master * r.expert_params;
+  r.bytes.moments = d.moments * r.dense_params + e.moments * r.expert_params;
+  r.bytes_per_gpu = r.bytes.total();
+  r.gb_per_gpu = r.bytes_per_gpu / 1e9;
+  r.bytes_per_param = r.bytes_per_gpu / r.params_per_gpu;
+
+  // Dense and expert gradients are reduced in different groups (dp and dp/ep
+  // ranks), so their ring factors differ even though the volume is the same.
+  const StepTraffic td = step_traffic(stage, r.dense_shard, r.dense_params, g);
+  const StepTraffic te = step_traffic(stage, r.expert_shard, r.expert_params, g);
+  r.elements_per_step = td.elements + te.elements;
+  r.bytes_per_step = td.wire_bytes + te.wire_bytes;
+  r.volume_psi = r.elements_per_step / r.params_per_gpu;
+  return r;
+}
+
+std::string format_plan_header(const Layout& l) {
+  std::string out = "zb_plan: " + num(l.params) + " params, tp=" + std::to_string(l.tp) +
+                    " pp=" + std::to_string(l.pp) + " ep=" + std::to_string(l.ep) +
+                    ", expert fraction " + num(l.expert_fraction) + ", " +
+                    optimizer_name(l.optimizer) + ", " + dtype_name(l.grad_dtype) +
+                    " grads\n";
+  out += "memory: resident model state per GPU (1 GB = 1e9 bytes); traffic: data-parallel "
+         "collectives only (TP, PP and EP traffic not counted), ring ideal per GPU\n";
+  return out;
+}
+
+std::string format_plan_table(const std::vector<PlanRow>& rows) {
+  if (rows.empty()) return "";
+  const PlanRow& f = rows.front();
+  std::string out = "\ndp=" + std::to_string(f.dp) + " (world " + std::to_string(f.world) +
+                    "): " + fmt("%.6g", f.params_per_gpu) +
+                    " params per GPU before sharding; dense " + fmt("%.6g", f.dense_params) +
+                    " sharded over " + std::to_string(f.dense_shard) + ", expert " +
+                    fmt("%.6g", f.expert_params) + " sharded over " +
+                    std::to_string(f.expert_shard) + "\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-5s %11s %10s %9s %9s %9s %9s %8s %13s %11s\n", "stage",
+                "bytes/param", "GB/GPU", "weights", "grads", "master", "moments", "Psi/step",
+                "elements/step", "GB/step/GPU");
+  out += line;
+  for (const PlanRow& r : rows) {
+    std::snprintf(line, sizeof line,
+                  "%-5s %11.4f %10.3f %9.3f %9.3f %9.3f %9.3f %8.3f %13.4e %11.3f\n",
+                  stage_name(r.stage), r.bytes_per_param, r.gb_per_gpu, r.bytes.weights / 1e9,
+                  r.bytes.grads / 1e9, r.bytes.master / 1e9, r.bytes.moments / 1e9,
+                  r.volume_psi, r.elements_per_step, r.bytes_per_step / 1e9);
+    out += line;
+  }
+  return out;
+}
+
+std::string plan_json(const Layout& l, const std::vector<PlanRow>& rows) {
+  std::string out = "{\n  \"model\": {\"params\": " + num(l.params) +
+                    ", \"tp\": " + std::to_string(l.tp) + ", \"pp\": " + std::to_string(l.pp) +
+                    ", \"ep\": " + std::to_string(l.ep) +
+                    ", \"expert_fraction\": " + num(l.expert_fraction) + ", \"optimizer\": \"" +
+                    optimizer_name(l.optimizer) + "\", \"grad_dtype\": \"" +
+                    dtype_name(l.grad_dtype) + "\"},\n  \"rows\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const PlanRow& r = rows[i];
+    out += std::string(i ? "," : "") + "\n    {\"stage\": \"" + stage_name(r.stage) +
+           "\", \"dp\": " + std::to_string(r.dp) + ", \"tp\": " + std::to_string(r.tp) +
+           ", \"pp\": " + std::to_string(r.pp) + ", \"ep\": " + std::to_string(r.ep) +
+           ", \"world\": " + std::to_string(r.world) +
+           ", \"params_per_gpu\": " + num(r.params_per_gpu) +
+           ", \"dense_params\": " + num(r.dense_params) +
+           ", \"expert_params\": " + num(r.expert_params) +
+           ", \"dense_shard\": " + std::to_string(r.dense_shard) +
+           ", \"expert_shard\": " + std::to_string(r.expert_shard) +
+           ", \"bytes_per_param\": " + num(r.bytes_per_param) +
+           ", \"gb_per_gpu\": " + num(r.gb_per_gpu) +
+           ", \"bytes_per_gpu\": " + num(r.bytes_per_gpu) +
+           ", \"weights_bytes\": " + num(r.bytes.weights) +
+           ", \"grads_bytes\": " + num(r.bytes.grads) +
+           ", \"master_bytes\": " + num(r.bytes.master) +
+           ", \"moments_bytes\": " + num(r.bytes.moments) +
+           ", \"volume_psi\": " + num(r.volume_psi) +
+           ", \"elements_per_step\": " + num(r.elements_per_step) +
+           ", \"bytes_per_step\": " + num(r.bytes_per_step) + "}";
+  }
+  out += "\n  ]\n}\n";
+  return out;
+}
+
+}  // namespace zb

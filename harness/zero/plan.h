@@ -1,0 +1,63 @@
+// Memory and DP traffic per GPU for a model under a TP/PP/EP/DP layout, computed without running.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/core/status.h"
+#include "harness/zero/state_formula.h"
+#include "kernels/dtype.h"
+
+namespace zb {
+
+// One parallel layout. world = tp * pp * dp. Expert parallelism is carved out
+// of data parallelism (the Megatron convention): the dp ranks that share a
+// TP/PP position are split into ep groups, each holding 1/ep of the experts.
+// An expert's weights are therefore replicated only across the dp/ep ranks at
+// the same EP position, which is its ZeRO sharding factor; ep must divide dp.
+struct Layout {
+  double params = 0;  // Ψ of the whole model
+  int64_t dp = 1, tp = 1, pp = 1, ep = 1;
+  double expert_fraction = 0;  // share of Ψ in expert weights, in [0, 1]
+  Optimizer optimizer = Optimizer::adam;
+  DType grad_dtype = DType::bf16;
+  int64_t world() const { return tp * pp * dp; }
+};
+
+// Degrees are capped so that tp * pp * dp cannot overflow.
+constexpr int64_t kMaxDegree = int64_t(1) << 20;
+
+// dp from a world size: the ranks left after TP and PP; world must divide evenly.
+Status dp_from_world(int64_t world, int64_t tp, int64_t pp, int64_t* dp);
+// Everything about a layout that makes it impossible; messages are one line
+// naming the flag at fault and what is allowed.
+Status check_layout(const Layout& layout);
+
+// One stage of one layout, per GPU. Parameter counts are fractional when a
+// degree does not divide Ψ; padding is a property of a real layout (zb_zero),
+// not of the plan.
+struct PlanRow {
+  Stage stage = Stage::dp;
+  int64_t dp = 1, tp = 1, pp = 1, ep = 1, world = 1;
+  double dense_params = 0, expert_params = 0;  // held before ZeRO sharding
+  double params_per_gpu = 0;                   // dense + expert
+  int64_t dense_shard = 1, expert_shard = 1;   // ZeRO sharding factors: dp and dp/ep
+  CategoryBytes bytes;                         // resident bytes per GPU, by category
+  double bytes_per_gpu = 0, gb_per_gpu = 0;    // 1 GB = 1e9 bytes
+  double bytes_per_param = 0;                  // bytes_per_gpu / params_per_gpu
+  // Data-parallel collectives only: TP, PP and EP (all-to-all) traffic is not counted.
+  double volume_psi = 0;         // elements_per_step / params_per_gpu
+  double elements_per_step = 0;  // volume convention, see step_traffic()
+  double bytes_per_step = 0;     // ring ideal wire bytes sent by this GPU
+};
+
+PlanRow plan_row(const Layout& layout, Stage stage);
+
+// Console output: one header for the model, then one table per dp degree.
+std::string format_plan_header(const Layout& layout);
+std::string format_plan_table(const std::vector<PlanRow>& rows);
+// {"model": {...}, "rows": [...]}, with every row of every dp degree.
+std::string plan_json(const Layout& layout, const std::vector<PlanRow>& rows);
+
+}  // namespace zb

@@ -1,0 +1,56 @@
+// ZeRO state and traffic formulas, from the stage table: the one copy that zb_zero and zb_plan
+// both use.
+#pragma once
+
+#include <cstdint>
+
+#include "harness/compute/optimizer_config.h"
+#include "harness/zero/stage.h"
+
+namespace zb {
+
+// Gradient dtypes are kernels/dtype.h's DType; these formulas take their size in
+// bytes (dtype_size: 2 for bf16, 4 for fp32) as grad_bytes.
+
+// Weights are always BF16 and the master copy always FP32; only the gradient
+// dtype and the number of FP32 moments vary between the configurations we model.
+constexpr double kWeightBytes = 2;
+constexpr double kMasterBytes = 4;
+
+// Unsharded bytes per parameter: w, g and o = master + moments (12 or 8).
+struct StateBytes {
+  double weights, grads, optimizer;
+  double total() const { return weights + grads + optimizer; }
+};
+StateBytes state_bytes(Optimizer optimizer, int grad_bytes);
+
+// Resident bytes per parameter on one rank, split the way the memory tracker
+// reports them, for a stage sharding over n replicas.
+struct CategoryBytes {
+  double weights = 0, grads = 0, master = 0, moments = 0;
+  double total() const { return weights + grads + master + moments; }
+};
+CategoryBytes bytes_per_param_by_category(Stage stage, Optimizer optimizer, int grad_bytes,
+                                          int64_t n);
+// dp: w+g+o; z1: w+g+o/n; z2: w+(g+o)/n; z3: (w+g+o)/n.
+double bytes_per_param(Stage stage, Optimizer optimizer, int grad_bytes, int64_t n);
+
+// Elements of the full parameter vector communicated per step, divided by Ψ: 2 for dp, z1,
+// z2 and 3 for z3 (StageModel::volume_psi).
+double volume_psi(Stage stage);
+
+// One step's data-parallel collectives for psi parameters replicated over n
+// ranks. Element counts are full-buffer sizes (what a log of issued collectives
+// records); elements applies the volume convention (an all-reduce counts twice).
+// wire_bytes is one rank's ideal ring traffic: each full-buffer pass sends
+// (n-1)/n of it, weights travel as BF16 and gradients in their own dtype.
+struct StepTraffic {
+  double all_reduce_elements = 0;      // gradients (dp)
+  double reduce_scatter_elements = 0;  // gradients (z1, z2, z3)
+  double all_gather_elements = 0;      // BF16 weights (z1, z2: once; z3: twice)
+  double elements = 0;                 // volume_psi(stage) * psi
+  double wire_bytes = 0;               // per rank, ring ideal; 0 when n == 1
+};
+StepTraffic step_traffic(Stage stage, int64_t n, double psi, int grad_bytes);
+
+}  // namespace zb

@@ -1,0 +1,285 @@
+// ZeRO: one training step of each stage, overlapped as real systems do it. Forward and
+// backward walk the layers; collectives go on the communicator's stream, and compute and
+// communication are ordered by events only where the data needs it.
+#include <cstdio>
+
+#include "harness/zero/zero_step.h"
+
+namespace zb {
+
+Status ZeroStep::step() {
+  ++step_;
+  marks_ = 0;
+  host_waited_s_ = 0;
+  ZB_RETURN_IF_ERROR(forward());
+  ZB_RETURN_IF_ERROR(backward());
+  ZB_RETURN_IF_ERROR(optimizer());
+  // The engine has finished the step (the optimizer synchronised it), so every pair of
+  // marks around a stream wait can be read.
+  exposed_s_ = host_waited_s_;
+  for (size_t m = 0; m + 1 < marks_; m += 2) {
+    double stood = 0;
+    ZB_RETURN_IF_ERROR(compute_.seconds_between(m, m + 1, &stood));
+    exposed_s_ += stood;
+  }
+  return Status::ok();
+}
+
+// Compute that reads what a collective wrote (or overwrites what it reads) starts after it,
+// and how long compute stood still for it is the step's exposed communication, measured
+// where it happens. Where the host is the engine (CPU kernels) or stands in for it (sleep
+// compute idles the host in place of an accelerator), the host itself waits, timed by the
+// host clock and traced as a wait span. GPU kernels wait on their stream, timed by CUDA
+// events on the stream around the wait. On a stream the host runs ahead, but only one such wait ahead: it first
+// waits (bounded by the timeout) for the event the previous wait named, which the engine has
+// normally passed already. A lost collective then becomes a timeout error here, before the
+// host could fill the launch queue behind a stream that will never move and block in a
+// launch.
+Status ZeroStep::compute_after(const Event& e) {
+  bool host_compute = layer_compute_ && layer_compute_->spec().kind == ComputeSpec::Kind::sleep;
+  if (host_compute || compute_.kind() != MemKind::device) {
+    double t0 = now_seconds();
+    ZB_RETURN_IF_ERROR(comm_.wait(e));  // the host is the engine, or stands in for it
+    double t1 = now_seconds();
+    host_waited_s_ += t1 - t0;
+    trace_.add({"wait", Track::wait, t0, t1, ""});
+    return Status::ok();
+  }
+  ZB_RETURN_IF_ERROR(comm_.wait(stream_awaited_));
+  stream_awaited_ = e;
+  ZB_RETURN_IF_ERROR(compute_.mark(marks_++));
+  ZB_RETURN_IF_ERROR(comm_.compute_waits_for(e, compute_.stream()));
+  return compute_.mark(marks_++);
+}
+
+// Where a unit's elements that this rank updates sit: in the flat vector (its own block when
+// the optimizer is sharded, else the whole unit), in the optimizer state, in the reduced
+// gradients and in the BF16 weights (each a shard or the full vector, as the stage keeps it).
+uint64_t ZeroStep::owned_flat(const Unit& u) const {
+  return model_.shards_optimizer() ? layout_.own_offset(u, rank_) : u.offset;
+}
+uint64_t ZeroStep::owned_count(const Unit& u) const {
+  return model_.shards_optimizer() ? layout_.block(u) : u.padded;
+}
+uint64_t ZeroStep::state_offset(const Unit& u) const {
+  return model_.shards_optimizer() ? layout_.shard_offset(u) : u.offset;
+}
+uint64_t ZeroStep::grad_offset(const Unit& u) const {
+  return model_.shards_grads() ? layout_.shard_offset(u) : owned_flat(u);
+}
+uint64_t ZeroStep::weight_offset(const Unit& u) const {
+  return model_.shards_weights() ? layout_.shard_offset(u) : owned_flat(u);
+}
+
+// A unit's gradients from `src` into the gradient state: all-reduced whole where every rank
+// updates everything (dp), else reduce-scattered to the own block: in place in the full
+// gradients (z1), or from a transient slot into the sharded gradients (z2, z3).
+Status ZeroStep::reduce(const Unit& u, int unit, const void* src) {
+  if (mode_ == StepMode::compute_only) return Status::ok();
+  if (trace_.enabled()) log_unit_.resize(comm_.traffic().size() + 1, -1), log_unit_.back() = unit;
+  DType gd = config_.grad_dtype;
+  if (model_.all_reduces())
+    ZB_RETURN_IF_ERROR(comm_.all_reduce(src, grad_at(grads_.data(), u.offset), u.padded, gd));
+  else
+    ZB_RETURN_IF_ERROR(comm_.reduce_scatter(src, grad_at(grads_.data(), grad_offset(u)), layout_.block(u), gd));
+  if (config_.overlap) return Status::ok();
+  Event done;  // serialised: compute waits for it, and that wait is exposed
+  ZB_RETURN_IF_ERROR(comm_.record(&done));
+  return compute_after(done);
+}
+
+// Sharded weights are gathered into a transient buffer; whole weights updated shard by shard
+// (z1, z2) are gathered in place.
+Status ZeroStep::gather(int unit, Bf16* into, Event* done) {
+  if (mode_ == StepMode::compute_only) return Status::ok();
+  if (trace_.enabled()) log_unit_.resize(comm_.traffic().size() + 1, -1), log_unit_.back() = unit;
+  const Unit& u = layout_.units[size_t(unit)];
+  Bf16* w = weights_.as<Bf16>();
+  Bf16* to = model_.shards_weights() ? into : w + u.offset;
+  ZB_RETURN_IF_ERROR(comm_.all_gather(w + weight_offset(u), to, layout_.block(u), DType::bf16));
+  ZB_RETURN_IF_ERROR(comm_.record(done));
+  return config_.overlap ? Status::ok() : compute_after(*done);
+}
+
+// Sharded weights (z3), gathered unit by unit in the step's order of use: forward 0..U-1,
+// then backward U-1..0.
+// The gather for position pos+prefetch is issued before waiting for position pos, into the
+// buffer position pos-1 has just finished with; the order runs on from forward into
+// backward, so backward's first layers are gathered while forward's last ones compute.
+// Backward gathers the last layer again although a buffer may still hold it: every layer
+// is gathered twice, the 2 psi of all-gathers in z3's 3 psi, as the article counts it.
+Status ZeroStep::gathered_weights(size_t pos, Bf16** weights) {
+  const size_t units = layout_.units.size(), nbuf = gathered_.size();
+  const size_t ahead = config_.overlap ? nbuf - 1 : 0;
+  auto unit_at = [&](size_t p) { return int(p < units ? p : 2 * units - 1 - p); };
+  while (issued_pos_ < 2 * units && issued_pos_ <= pos + ahead) {
+    size_t b = issued_pos_ % nbuf;
+    ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));  // its last reader is done
+    ZB_RETURN_IF_ERROR(gather(unit_at(issued_pos_), gathered_[b].as<Bf16>(), &gathered_ready_[b]));
+    ++issued_pos_;
+  }
+  size_t b = pos % nbuf;
+  ZB_RETURN_IF_ERROR(compute_after(gathered_ready_[b]));
+  *weights = gathered_[b].as<Bf16>();
+  return Status::ok();
+}
+
+Status ZeroStep::forward() {
+  const auto& units = layout_.units;
+  issued_pos_ = 0;
+  for (size_t pos = 0; pos < units.size(); ++pos) {
+    const Unit& u = units[pos];
+    Bf16* gathered = nullptr;
+    if (model_.shards_weights()) ZB_RETURN_IF_ERROR(gathered_weights(pos, &gathered));
+    else if (model_.all_gathers())
+      ZB_RETURN_IF_ERROR(compute_after(weights_ready_[pos]));  // only this bucket's weights
+    for (int l = u.first_layer; l < u.end_layer; ++l) {
+      TraceScope span(&trace_, "forward L" + std::to_string(l), "\"layer\": " + std::to_string(l));
+      if (layer_compute_ && computing()) ZB_RETURN_IF_ERROR(layer_compute_->forward(l));
+    }
+  }
+  return Status::ok();
+}
+
+Status ZeroStep::layer_backward(const Unit& u, int l, const Bf16* weights, void* grad) {
+  TraceScope span(&trace_, "backward L" + std::to_string(l), "\"layer\": " + std::to_string(l));
+  if (!computing()) return Status::ok();
+  if (layer_compute_) ZB_RETURN_IF_ERROR(layer_compute_->backward(l));
+  uint64_t off = layout_.layer_offset[size_t(l)] - u.offset;
+  uint64_t end = l + 1 < u.end_layer ? layout_.layer_offset[size_t(l) + 1] - u.offset : u.params;
+  return compute_.synthetic_grad(weights + off, grad_at(grad, off), config_.grad_dtype, end - off,
+                                 u.offset + off, rank_, ranks_, step_);
+}
+
+Status ZeroStep::padding_grad(const Unit& u, const Bf16* weights, void* grad) {
+  if (!computing() || u.padded == u.params) return Status::ok();
+  return compute_.synthetic_grad(weights + u.params, grad_at(grad, u.params), config_.grad_dtype,
+                                 u.padded - u.params, u.offset + u.params, rank_, ranks_, step_);
+}
+
+// The fault the tests use to prove the reference check can fail: one element off.
+Status ZeroStep::maybe_corrupt(void* grad) {
+  if (!config_.corrupt || step_ != 1) return Status::ok();
+  float one = 1.0f;
+  Bf16 one_bf16 = float_to_bf16(one);
+  const void* src = config_.grad_dtype == DType::bf16 ? static_cast<const void*>(&one_bf16) : &one;
+  // On the compute stream, so the reduction that follows is ordered after it like any
+  // gradient write (the host value is consumed before the call returns).
+  return compute_.copy(grad, src, dtype_size(config_.grad_dtype));
+}
+
+// Backward in reverse; each unit's reduction is issued the moment its gradients are
+// complete. Sharded gradients are built in two alternating slots, so a slot is refilled
+// only once its previous reduce-scatter is done.
+Status ZeroStep::backward() {
+  const auto& units = layout_.units;
+  for (size_t pos = 0; pos < units.size(); ++pos) {
+    const int unit = int(units.size() - 1 - pos);
+    const Unit& u = units[size_t(unit)];
+    Bf16* w = weights_.as<Bf16>() + u.offset;
+    void* grad = grad_at(grads_.data(), u.offset);
+    const bool slotted = model_.shards_grads();
+    if (model_.shards_weights()) ZB_RETURN_IF_ERROR(gathered_weights(units.size() + pos, &w));
+    if (slotted) {
+      ZB_RETURN_IF_ERROR(compute_after(slot_free_[pos % 2]));
+      grad = slot_[pos % 2].data();
+    }
+    for (int l = u.end_layer - 1; l >= u.first_layer; --l) ZB_RETURN_IF_ERROR(layer_backward(u, l, w, grad));
+    ZB_RETURN_IF_ERROR(padding_grad(u, w, grad));
+    if (pos == 0) ZB_RETURN_IF_ERROR(maybe_corrupt(grad));
+    ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));  // it reads what compute wrote
+    ZB_RETURN_IF_ERROR(reduce(u, unit, grad));
+    if (slotted) ZB_RETURN_IF_ERROR(comm_.record(&slot_free_[pos % 2]));
+  }
+  return Status::ok();
+}
+
+// The optimizer's compute waits for every reduction (that wait is exposed), and the host
+// waits too, bounded by the timeout, so a lost collective is an error rather than a stalled
+// stream (on GPU that wait also covers the compute the last reduction is queued behind). It
+// updates what this rank owns unit by unit and, where weights are held whole but updated
+// shard by shard (z1, z2), issues each unit's weight all-gather as soon as that unit is
+// updated; the next forward waits for them unit by unit.
+Status ZeroStep::optimizer() {
+  Event reduced;
+  ZB_RETURN_IF_ERROR(comm_.record(&reduced));
+  ZB_RETURN_IF_ERROR(compute_after(reduced));
+  ZB_RETURN_IF_ERROR(comm_.synchronize());
+  const bool gathers = model_.all_gathers() && !model_.shards_weights();
+  for (size_t i = 0; i < layout_.units.size(); ++i) {
+    if (computing()) ZB_RETURN_IF_ERROR(update_unit(i));
+    if (!gathers) continue;
+    ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));  // it sends the updated block
+    ZB_RETURN_IF_ERROR(gather(int(i), nullptr, &weights_ready_[i]));
+  }
+  return compute_.synchronize();
+}
+
+// The reduced gradient is a sum over ranks; the kernel averages it with its scale.
+Status ZeroStep::update_unit(size_t i) {
+  const Unit& u = layout_.units[i];
+  TraceScope span(&trace_, "optimizer U" + std::to_string(i), "\"unit\": " + std::to_string(i));
+  const uint64_t so = state_offset(u);
+  float* v = v_.data() ? v_.as<float>() + so : nullptr;
+  return compute_.update(config_.optimizer, grad_at(grads_.data(), grad_offset(u)), config_.grad_dtype,
+                         master_.as<float>() + so, m_.as<float>() + so, v,
+                         weights_.as<Bf16>() + weight_offset(u), owned_count(u), step_,
+                         1.0f / float(ranks_));
+}
+
+// ---- The optimizer step by itself (zb_optimizer): no overlap, each part waited for.
+
+Status ZeroStep::local_gradient(void* full_grad) {
+  for (size_t i = 0; i < layout_.units.size(); ++i) {
+    const Unit& u = layout_.units[i];
+    const Bf16* w = weights_.as<Bf16>() + u.offset;
+    if (model_.shards_weights()) {
+      Event done;
+      ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));
+      ZB_RETURN_IF_ERROR(gather(int(i), gathered_[0].as<Bf16>(), &done));
+      ZB_RETURN_IF_ERROR(comm_.compute_waits_for(done, compute_.stream()));
+      w = gathered_[0].as<Bf16>();
+    }
+    ZB_RETURN_IF_ERROR(compute_.synthetic_grad(w, grad_at(full_grad, u.offset), config_.grad_dtype,
+                                               u.padded, u.offset, rank_, ranks_, step_));
+  }
+  ZB_RETURN_IF_ERROR(compute_.synchronize());
+  return comm_.synchronize();
+}
+
+Status ZeroStep::reduce_gradient(const void* full_grad) {
+  ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));
+  for (size_t i = 0; i < layout_.units.size(); ++i) {
+    const Unit& u = layout_.units[i];
+    ZB_RETURN_IF_ERROR(reduce(u, int(i), grad_at(const_cast<void*>(full_grad), u.offset)));
+  }
+  return comm_.synchronize();
+}
+
+Status ZeroStep::update_owned() {
+  for (size_t i = 0; i < layout_.units.size(); ++i) ZB_RETURN_IF_ERROR(update_unit(i));
+  return compute_.synchronize();
+}
+
+Status ZeroStep::gather_updated() {
+  if (!model_.all_gathers() || model_.shards_weights()) return Status::ok();
+  ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));
+  for (size_t i = 0; i < layout_.units.size(); ++i)
+    ZB_RETURN_IF_ERROR(gather(int(i), nullptr, &weights_ready_[i]));
+  return comm_.synchronize();
+}
+
+void ZeroStep::add_comm_spans(size_t first, double origin_s) {
+  std::vector<CollRecord> recs = comm_.traffic().records();
+  for (size_t i = first; i < recs.size(); ++i) {
+    if (recs[i].start_s < 0) continue;  // the backend did not time it (NCCL: see Nsight)
+    int unit = i < log_unit_.size() ? log_unit_[i] : -1;
+    char issued[48];
+    std::snprintf(issued, sizeof issued, "%.3f", (recs[i].issued_s - origin_s) * 1e6);
+    trace_.add({collective_label(recs[i]), Track::comm, recs[i].start_s, recs[i].end_s,
+                "\"unit\": " + std::to_string(unit) + ", \"bytes\": " + std::to_string(recs[i].bytes()) +
+                    ", \"issued_us\": " + issued});
+  }
+}
+
+}  // namespace zb
