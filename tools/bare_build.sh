@@ -51,7 +51,10 @@ hide_system_copies() {
   for pkg in "${packages[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 && installed+=("$pkg")
   done
-  ((${#installed[@]})) || fail "none of ${packages[*]} is installed: nothing to hide, so nothing is proven"
+  if ((${#installed[@]} == 0)); then
+    echo "bare_build: skipped: none of ${packages[*]} is installed, so hiding them would prove nothing"
+    exit 77
+  fi
   # Whole folders named after the packages (headers, CMake configs, Open MPI's tree); every
   # other file one by one, through its real path so that links and their targets go together.
   while read -r path; do
