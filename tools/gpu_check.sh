@@ -1,71 +1,207 @@
 #!/usr/bin/env bash
-# One prepared run of every GPU path on a machine with one GPU: builds the CUDA
-# configuration and checks each path at one rank. Prints PASS/FAIL per check; exit 1 if any
-# failed. Must finish in under 5 minutes on one GPU.
+# One prepared run of every GPU path on a machine with one GPU, bare or not: builds the CUDA
+# configuration (from a bundle of tools/gpu_bundle.sh where the machine has no MPI, Google
+# Benchmark or GoogleTest), runs each path at one rank, prints PASS/FAIL per check and then the
+# figures, and leaves summary.txt, logs.tar.gz and results.tar.gz in the output folder.
+# Installs nothing. Must finish in under 5 minutes on one GPU.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-out=${OUT:-/tmp/zb_gpu_check}
-mkdir -p "$out"
-fails=0
-check() {  # check NAME COMMAND...: runs it, logs it, prints the verdict
-  local name=$1
+
+usage() {
+  cat <<'USAGE'
+usage: tools/gpu_check.sh [--bundle=DIR] [--out=DIR] [--build-only]
+
+  --bundle=DIR   take MPI, Google Benchmark and GoogleTest from DIR (made by
+                 tools/gpu_bundle.sh); default gpu_bundle/ when it exists, else the system's
+  --out=DIR      where summary.txt, logs.tar.gz and results.tar.gz go (default $OUT, else
+                 /tmp/zb_gpu_check)
+  --build-only   configure, build and check the sm_90 code, without a GPU
+Exit 0 when every check passed, 1 otherwise (no GPU: one line saying so), 2 for a bad option.
+USAGE
+}
+
+bundle="" out=${OUT:-/tmp/zb_gpu_check} build_only=0
+for arg in "$@"; do
+  case $arg in
+    --bundle=*) bundle=${arg#*=} ;;
+    --out=*) out=${arg#*=} ;;
+    --build-only) build_only=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "gpu_check.sh: unknown option '$arg' (allowed: --bundle=DIR, --out=DIR, --build-only, --help)" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out" || { echo "gpu_check.sh: cannot make the output folder '$out'" >&2; exit 2; }
+summary=$out/summary.txt
+: >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+
+# Before anything else: without a GPU there is nothing to check.
+gpu=""
+if command -v nvidia-smi >/dev/null; then
+  gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)
+fi
+if [[ -z $gpu ]] && compgen -G '/proc/driver/nvidia/gpus/*' >/dev/null; then
+  gpu="$(ls /proc/driver/nvidia/gpus | wc -l) GPU(s) listed by the driver (nvidia-smi absent or silent)"
+fi
+if [[ -z $gpu ]] && ((!build_only)); then
+  say "gpu_check: no GPU visible (nvidia-smi lists none, /proc/driver/nvidia/gpus is empty): nothing to check"
+  exit 1
+fi
+
+work=$(mktemp -d /tmp/zb_gpu_check.XXXXXX)
+logs=$work/logs res=$work/results
+mkdir -p "$logs" "$res"
+fails=0 t_start=$SECONDS
+fail_now() {  # an environment that cannot build: one line, then pack what there is
+  say "FAIL $1"
+  fails=$((fails + 1))
+  finish
+}
+finish() {
+  tar -C "$work" -czf "$out/logs.tar.gz" logs
+  tar -C "$work" -czf "$out/results.tar.gz" results
+  say "gpu_check: $fails failure(s) in $((SECONDS - t_start)) s; $out holds summary.txt, logs.tar.gz, results.tar.gz"
+  rm -rf "$work"
+  exit $((fails > 0))
+}
+limit=150
+check() {  # check NAME COMMAND...: runs it ($limit s at most), logs it, prints the verdict
+  local name=$1 t0=$SECONDS rc
   shift
-  local t0=$SECONDS
-  if "$@" >"$out/$name.log" 2>&1; then
-    echo "PASS $name ($((SECONDS - t0)) s)"
+  timeout -k 10 "$limit" "$@" >"$logs/$name.log" 2>&1
+  rc=$?
+  if ((rc == 0)); then
+    say "PASS $name ($((SECONDS - t0)) s)"
   else
-    echo "FAIL $name ($((SECONDS - t0)) s): see $out/$name.log"
-    tail -n 20 "$out/$name.log"
+    local why="exit $rc"
+    ((rc == 124 || rc == 137)) && why="stopped after $limit s"
+    say "FAIL $name ($((SECONDS - t0)) s, $why): see logs/$name.log"
+    tail -n 15 "$logs/$name.log"
     fails=$((fails + 1))
   fi
 }
 
-nvidia-smi -L || { echo "FAIL no GPU visible"; exit 1; }
-tools/install_deps.sh || exit 1
-check build tools/build.sh build-gpu -DZB_CUDA=ON -DBUILD_TESTING=ON
+# --- The machine: each thing the build needs, found or named as missing in one line. ---------
+say "gpu_check: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), $(uname -m), $( (. /etc/os-release && echo "$PRETTY_NAME") 2>/dev/null)"
+say "env gpu: ${gpu:-none (--build-only)}"
+version_ge() { [[ $(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1) == "$2" ]]; }
+
+if [[ -z $bundle && -f $root/gpu_bundle/MANIFEST ]]; then
+  bundle=$root/gpu_bundle
+fi
+if [[ -n $bundle ]]; then
+  # shellcheck source=tools/bundle_env.sh
+  source tools/bundle_env.sh "$bundle" 2>"$logs/bundle.log" \
+    || fail_now "bundle: $(cat "$logs/bundle.log")"
+  say "env bundle: $zb_bundle ($(sed -n 2p "$zb_bundle/MANIFEST"))"
+else
+  zb_bundle_cmake_args=()
+  say "env bundle: none; using the system's MPI, Google Benchmark and GoogleTest"
+fi
+
+# CMakeLists.txt needs 3.24; the GPU machine may have an older system cmake and a newer one
+# in Python's cmake package.
+cmake_bin="" cmake_seen=""
+for c in $(type -ap cmake) "$(python3 -c 'import cmake, os; print(os.path.join(cmake.CMAKE_BIN_DIR, "cmake"))' 2>/dev/null)"; do
+  [[ -x $c ]] || continue
+  v=$("$c" --version 2>/dev/null | awk 'NR == 1 {print $3}')
+  cmake_seen+=" $c=$v"
+  if version_ge "$v" 3.24; then cmake_bin=$c; break; fi
+done
+[[ -n $cmake_bin ]] || fail_now "env cmake: need 3.24 or newer, found:${cmake_seen:- none}"
+say "env cmake: $cmake_bin $v"
+
+nvcc=$(command -v nvcc || true)
+[[ -z $nvcc && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc
+[[ -n $nvcc ]] || fail_now "env nvcc: not on PATH nor in /usr/local/cuda/bin"
+say "env nvcc: $nvcc, $("$nvcc" --version | grep -o 'release [0-9.]*')"
+
+cxx=$(command -v g++ || command -v c++ || true)
+[[ -n $cxx ]] || fail_now "env c++: neither g++ nor c++ on PATH (nvcc needs a host compiler too)"
+export OMPI_CXX=$cxx  # the bundle's mpicxx asks for c++ otherwise
+say "env c++: $cxx, $("$cxx" --version | head -n 1)"
+
+generator=()
+if ! command -v make >/dev/null; then
+  command -v ninja >/dev/null || fail_now "env build tool: neither make nor ninja on PATH"
+  generator=(-G Ninja)
+fi
+
+command -v mpicxx >/dev/null || fail_now "env mpi: no mpicxx (pass --bundle=DIR, made by tools/gpu_bundle.sh)"
+say "env mpi: $(command -v mpicxx), $(mpicxx --showme:version 2>&1 | head -n 1)"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+if command -v python3 >/dev/null && python3 -c 'import sys; sys.exit(sys.version_info < (3, 7))'; then
+  say "env python3: $(python3 -c 'import sys; print(sys.executable, sys.version.split()[0])'), torch $(python3 -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>/dev/null || echo 'not importable')"
+else
+  say "env python3: none of 3.7 or newer: the torch comparison and the figures will be missing"
+fi
+
+# --- Build: sm_90 only (SASS and PTX), which is what this machine runs, in half the time. ----
+# --fresh: what configure finds (the bundle, NCCL) is found anew and printed on every run.
+check configure "$cmake_bin" --fresh -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DZB_CUDA=ON \
+  -DBUILD_TESTING=ON -DZB_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc" "${generator[@]}" \
+  "${zb_bundle_cmake_args[@]}"
+cp build-gpu/CMakeFiles/CMake*.log build-gpu/CMakeFiles/CMakeConfigureLog.yaml "$logs/" 2>/dev/null
+grep -h '^-- zerobench:' "$logs/configure.log" | sed 's/^-- zerobench: /env found: /' | tee -a "$summary"
+[[ -f build-gpu/CMakeCache.txt ]] || fail_now "configure: no build-gpu/CMakeCache.txt; nothing can build"
+limit=240 check build "$cmake_bin" --build build-gpu -j "$(nproc 2>/dev/null || echo 4)"
 bin=build-gpu/bin
+[[ -x $bin/zb_zero ]] || fail_now "build: no $bin/zb_zero; nothing more can run"
 
-# Collectives over NCCL at one rank: every size of every op checked element by element.
-check nccl_collectives "$bin/zb_collectives" --backend=nccl --min-bytes=1K --max-bytes=256M \
-  --step-factor=4 --iters=10 --warmup=3 --json="$out/collectives.json"
-grep -A 40 '^# zb_collectives' "$out/nccl_collectives.log"
+# Hopper machine code in the binaries, not only PTX for the driver to compile at start-up.
+cuobjdump=$(command -v cuobjdump || echo "$(dirname "$nvcc")/cuobjdump")
+if [[ -x $cuobjdump ]]; then
+  check sm90_sass bash -c "'$cuobjdump' --list-elf --list-ptx $bin/zb_zero && '$cuobjdump' --list-elf $bin/zb_zero | grep -q 'sm_90'"
+else
+  say "SKIP sm90_sass: no cuobjdump on PATH or beside nvcc"
+fi
+((build_only)) && finish
 
-# One-rank training step of every stage over NCCL: GPU kernels, device memory measured with
-# cudaMemGetInfo, final state checked bit for bit against the reference.
-check nccl_zero "$bin/zb_zero" --backend=nccl --params=64e6 --layers=16 --iters=5 --warmup=2 \
-  --json="$out/zero.json"
-grep -A 8 '^# zb_zero' "$out/nccl_zero.log"
+# MPI alone, on the CPU: a program started without mpirun (an Open MPI singleton, relocated
+# when it comes from the bundle) must come up before anything on the GPU can.
+check mpi_singleton "$bin/zb_zero" --backend=mpi --params=100003 --layers=2 --iters=1 --warmup=0 \
+  --stages=dp
 
-# Overlapped steps with cuBLAS GEMM compute, ordered by CUDA events between the compute and
-# communication streams, each checked against the reference, and a trace per stage (NVTX
-# ranges for Nsight); the z3 one is the issue's overlapped z3 step.
-check nccl_overlap "$bin/zb_zero" --backend=nccl --model=gpt:layers=8,hidden=2048,vocab=32000 \
-  --compute=gemm:4096 --prefetch=1 --iters=5 --warmup=2 --trace="$out/trace.json" \
-  --json="$out/zero_overlap.json"
-grep -A 6 '^# zb_zero' "$out/nccl_overlap.log"
-python3 -c "import json,sys; t=json.load(open(sys.argv[1])); print('trace events:', len(t['traceEvents']))" \
-  "$out/trace_z3.json"
+# --- The GPU paths, at one rank on the nccl backend. A later path is one more line here, and
+# one function in tools/gpu_summary.py for its figures. --------------------------------------
+run_path() {  # run_path NAME PROGRAM ARGS...: results/NAME.json; SKIP when the build lacks it
+  local name=$1 prog=$2
+  shift 2
+  if [[ ! -x $bin/$prog ]]; then
+    say "SKIP $name: this build has no $prog"
+    return
+  fi
+  check "nccl_$name" "$bin/$prog" --backend=nccl --timeout=60 --json="$res/$name.json" "$@"
+}
 
-# Optimizer kernels on the GPU (impl:cuda) from 16M to 256M parameters, each against a
-# device-to-device copy over buffers of the same total size (target: Adam at 256M >= 0.9 of
-# limit_GBps), and the optimizer step of every stage at one rank, checked bit for bit.
-check nccl_optimizer "$bin/zb_optimizer" --backend=nccl --min-params=16M --max-params=256M \
-  --step-factor=4 --step-params=64M --iters=10 --warmup=3 --json="$out/optimizer.json"
-grep -A 40 '^# zb_optimizer' "$out/nccl_optimizer.log"
+# Every size of every op checked element by element.
+run_path collectives zb_collectives --min-bytes=1K --max-bytes=256M --step-factor=4 --iters=10 --warmup=3
+# A training step of every stage: device memory from cudaMemGetInfo, the final state checked
+# bit for bit against the reference.
+run_path zero zb_zero --params=64e6 --layers=16 --iters=5 --warmup=2
+# Every stage overlapped with cuBLAS GEMM compute, ordered by CUDA events between the compute
+# and communication streams, checked against the reference; a trace per stage.
+run_path overlap zb_zero --model=gpt:layers=8,hidden=2048,vocab=32000 --compute=gemm:4096 \
+  --prefetch=1 --iters=5 --warmup=2 --trace="$res/trace.json"
+# Optimizer kernels (impl:cuda) from 16M to 256M parameters against a device-to-device copy,
+# and the optimizer step of every stage, checked bit for bit.
+run_path optimizer zb_optimizer --min-params=16M --max-params=256M --step-factor=4 \
+  --step-params=64M --iters=10 --warmup=3
 
-# PyTorch's fused AdamW doing the same work (FP32 master and moments in, BF16 weights out) at
-# the same sizes; prints torch GB/s by our byte model and ours/torch (> 1: ours is faster).
-# Prints one 'skipped' line and passes where torch or CUDA is missing.
+# PyTorch's fused AdamW doing the same work at the same sizes: ours/torch (> 1: ours faster).
 for grad in bf16 fp32; do
   check "torch_adam_$grad" python3 tools/torch_adam.py --sizes=16M,64M,256M --grad-dtype=$grad \
-    --ours="$out/optimizer.json"
-  cat "$out/torch_adam_$grad.log"
+    --ours="$res/optimizer.json"
 done
-
 # CUDA kernels against their CPU references (the unit tests skip these without a GPU).
 check cuda_unit_tests "$bin/zb_unit_tests" --gtest_filter='*Cuda*:*CUDA*:*Gpu*:*GPU*'
 
-echo "gpu_check: $fails failure(s); logs in $out"
-exit $((fails > 0))
+say "figures:"
+if command -v python3 >/dev/null && python3 -c 'import sys; sys.exit(sys.version_info < (3, 7))'; then
+  python3 tools/gpu_summary.py "$res" "$logs" 2>&1 | sed 's/^/  /' | tee -a "$summary"
+else
+  say "  n/a: no python3 of 3.7 or newer"
+fi
+finish

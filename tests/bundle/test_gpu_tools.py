@@ -1,0 +1,98 @@
+"""The GPU check's tools where no GPU is: gpu_check.sh refuses in one line, bad options exit 2,
+NCCL is found where PyTorch's package keeps it, and the figures come out of crafted results."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.environ.get("ZB_ROOT") or os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__))))
+TOOLS = os.path.join(ROOT, "tools")
+
+
+def run(*cmd, **kw):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, **kw)
+
+
+def gpu_visible():
+    smi = shutil.which("nvidia-smi")
+    return bool(smi and run(smi, "-L").stdout.strip()) or bool(
+        os.path.isdir("/proc/driver/nvidia/gpus") and os.listdir("/proc/driver/nvidia/gpus"))
+
+
+@pytest.mark.skipif(gpu_visible(), reason="this machine has a GPU, so the check would run")
+def test_gpu_check_without_gpu_says_so_in_one_line(tmp_path):
+    r = run(os.path.join(TOOLS, "gpu_check.sh"), f"--out={tmp_path}")
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert len(lines) == 1 and "no GPU visible" in lines[0], lines
+    assert (tmp_path / "summary.txt").read_text().strip() == lines[0]
+
+
+@pytest.mark.parametrize("tool,option", [("gpu_check.sh", "--frobnicate"),
+                                         ("gpu_bundle.sh", "--frobnicate"),
+                                         ("bare_build.sh", "--bundle")])
+def test_bad_option_exits_2_with_one_line(tool, option):
+    r = run(os.path.join(TOOLS, tool), option)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1 and option in r.stderr
+
+
+def test_find_nccl_takes_the_python_package_when_the_toolkit_has_none(tmp_path):
+    cmake = shutil.which("cmake")
+    r = run(cmake, f"-DZB_ROOT={ROOT}", f"-DZB_PYTHON={sys.executable}", f"-DWORK={tmp_path}",
+            "-P", os.path.join(ROOT, "tests", "bundle", "find_nccl_test.cmake"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Python package: NCCL 2.28.9 from the nvidia-nccl Python package" in r.stdout
+    assert f"{tmp_path}/site/nvidia/nccl/lib/libnccl.so.2" in r.stdout
+
+
+def row(name, **counters):
+    r = {"name": name, "run_name": name, "run_type": "iteration", "repetitions": 1,
+         "repetition_index": 0, "threads": 1, "iterations": 5, "real_time": 1.0,
+         "cpu_time": 1.0, "time_unit": "ms"}
+    r.update(counters)
+    return r
+
+
+def write(path, rows):
+    path.write_text(json.dumps({"context": {}, "benchmarks": rows}))
+
+
+def test_gpu_summary_figures_from_crafted_results(tmp_path):
+    res, logs = tmp_path / "results", tmp_path / "logs"
+    res.mkdir()
+    logs.mkdir()
+    big = 256 << 20
+    write(res / "collectives.json", [
+        row(f"{op}/bytes:{b}/dtype:bf16", ranks=1, algbw_GBps=a, busbw_GBps=0.0, wrong=0)
+        for op, a in (("all_reduce", 1500.0), ("all_gather", 1400.0)) for b in (1024, big)])
+    write(res / "zero.json", [
+        row(f"zero/stage:{s}/params:64000000/layers:16/optimizer:adam/grad:bf16",
+            bytes_per_param=16.25, bytes_per_param_formula=16.0, bytes_per_param_tracked=16.0,
+            wrong=0) for s in ("dp", "z1", "z2", "z3")])
+    write(res / "optimizer.json", [
+        row(f"adam/params:{p}/grad:{g}/impl:cuda", GBps=3800.0, limit_GBps=4000.0,
+            frac_of_limit=0.95) for p in (16 << 20, big) for g in ("bf16", "fp32")])
+    (logs / "torch_adam_bf16.log").write_text(
+        "# torch_adam: ...\n# params ...\n"
+        f"{16 << 20:>9} 0.2 1000.0 0.2 1000.0 3800.0 3.800\n"
+        f"{big:>9} 3.0 2500.0 2.9 2400.0 3800.0 1.520\n")
+    r = run(sys.executable, os.path.join(TOOLS, "gpu_summary.py"), res, logs)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert "nccl all_reduce     256 MiB bf16: algbw 1.5e+03 GB/s, busbw 0 GB/s, wrong 0" in out
+    assert any(line.startswith("  (one rank: busbw is 0") for line in out)
+    assert ("zero z2: bytes/param measured 16.250 formula 16.000 (x1.0156), tracked 16.000, "
+            "wrong 0") in out
+    assert ("adam 256M bf16 grads: 3.8e+03 GB/s, frac_of_limit 0.95 of 4e+03 GB/s; "
+            "torch 2500.0 GB/s, ours/torch 1.520") in out
+    assert any(line.startswith("adam 256M fp32 grads:") and "torch n/a (no log)" in line
+               for line in out)
+    # overlap.json was never written: one line says so, and the rest still printed.
+    assert "overlap with gemm compute: n/a (no overlap.json: its check failed or did not run)" in out

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""The GPU check's figures, read from its results and logs: one short function per GPU path.
+
+usage: tools/gpu_summary.py RESULTS_DIR LOGS_DIR
+
+Prints the lines that tools/gpu_check.sh puts under 'figures' in summary.txt. A path whose
+results are missing or unreadable prints one 'n/a' line saying so; the exit code is 0 either
+way, because the checks, not the figures, decide PASS or FAIL. A later GPU path adds one
+function and one FIGURES entry.
+"""
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots"))
+import gbjson  # noqa: E402  (plots/ is not a package; stdlib only, so it runs on the GPU machine)
+
+BYTES_256MIB = 256 << 20
+PARAMS_256M = 256 << 20
+STAGES = ("dp", "z1", "z2", "z3")
+
+
+def runs_of(results, name):
+    """The measured rows of results/NAME, or raises gbjson.InputError."""
+    path = os.path.join(results, name)
+    if not os.path.exists(path):
+        raise gbjson.InputError(f"no {name}: its check failed or did not run")
+    _, runs = gbjson.load_gb(path)
+    return [r for r in runs if r.run_type == "iteration"]
+
+
+def num(value, fmt=".3g"):
+    return "n/a" if value is None or math.isnan(value) else format(value, fmt)
+
+
+def collectives(results, logs):
+    out = []
+    for r in runs_of(results, "collectives.json"):
+        if gbjson.number(r.params.get("bytes")) != BYTES_256MIB:
+            continue
+        c = r.counters
+        out.append(f"nccl {r.family:<14} 256 MiB {r.params.get('dtype', '?')}: "
+                   f"algbw {num(c.get('algbw_GBps'))} GB/s, busbw {num(c.get('busbw_GBps'))} GB/s, "
+                   f"wrong {num(c.get('wrong'), 'g')}")
+    if not out:
+        return ["nccl collectives: n/a (no 256 MiB rows in collectives.json)"]
+    ranks = runs_of(results, "collectives.json")[0].counters.get("ranks", math.nan)
+    if ranks == 1:
+        out.append("  (one rank: busbw is 0 by its definition, 2(N-1)/N or (N-1)/N of algbw; "
+                   "algbw is the local copy rate)")
+    return out
+
+
+def torch_ratio(logs, grad):
+    """ours/torch at 256M from tools/torch_adam.py's table in logs/torch_adam_GRAD.log."""
+    path = os.path.join(logs, f"torch_adam_{grad}.log")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                cols = line.split()
+                if cols and cols[0] == str(PARAMS_256M):
+                    return f"torch {cols[2]} GB/s, ours/torch {cols[-1]}"
+                if "skipped" in line:
+                    return line.strip()
+    except OSError:
+        return "torch n/a (no log)"
+    return "torch n/a (no 256M row)"
+
+
+def optimizer(results, logs):
+    out = []
+    for r in runs_of(results, "optimizer.json"):
+        p = r.params
+        if (r.family == "adam" and p.get("impl") == "cuda"
+                and gbjson.number(p.get("params")) == PARAMS_256M):
+            c = r.counters
+            out.append(f"adam 256M {p.get('grad')} grads: {num(c.get('GBps'))} GB/s, "
+                       f"frac_of_limit {num(c.get('frac_of_limit'))} of {num(c.get('limit_GBps'))} "
+                       f"GB/s; {torch_ratio(logs, p.get('grad'))}")
+    return out or ["adam 256M: n/a (no adam/params:268435456/.../impl:cuda rows)"]
+
+
+def per_stage(results, name):
+    by_stage = {r.params.get("stage"): r.counters for r in runs_of(results, name)}
+    return [(s, by_stage[s]) for s in STAGES if s in by_stage]
+
+
+def zero(results, logs):
+    out = []
+    for stage, c in per_stage(results, "zero.json"):
+        measured, formula = c.get("bytes_per_param", math.nan), c.get("bytes_per_param_formula", math.nan)
+        out.append(f"zero {stage}: bytes/param measured {num(measured, '.3f')} formula "
+                   f"{num(formula, '.3f')} (x{num(measured / formula, '.4f')}), tracked "
+                   f"{num(c.get('bytes_per_param_tracked'), '.3f')}, wrong {num(c.get('wrong'), 'g')}")
+    return out or ["zero: n/a (no stages in zero.json)"]
+
+
+def overlap(results, logs):
+    out = []
+    for stage, c in per_stage(results, "overlap.json"):
+        ms = {k: c.get(k, math.nan) * 1e3 for k in ("step_s", "compute_s", "comm_s", "exposed_comm_s")}
+        out.append(f"overlap {stage}: overlap_eff {num(c.get('overlap_eff'), '.3f')}; step "
+                   f"{num(ms['step_s'], '.2f')} ms, compute {num(ms['compute_s'], '.2f')} ms, comm "
+                   f"{num(ms['comm_s'], '.2f')} ms, exposed comm {num(ms['exposed_comm_s'], '.2f')} ms; "
+                   f"wrong {num(c.get('wrong'), 'g')}")
+    traces = []
+    for stage in STAGES:
+        try:
+            doc = gbjson.load_json(os.path.join(results, f"trace_{stage}.json"))
+            traces.append(f"{stage} {len(doc.get('traceEvents', []))}")
+        except gbjson.InputError:
+            traces.append(f"{stage} n/a")
+    out.append("overlap traces (events): " + ", ".join(traces))
+    return out if len(out) > 1 else ["overlap: n/a (no stages in overlap.json)"]
+
+
+# (what, function): one entry per GPU path, in the order the check runs them.
+FIGURES = [
+    ("NCCL collectives", collectives),
+    ("ZeRO stages", zero),
+    ("overlap with gemm compute", overlap),
+    ("Adam on the GPU", optimizer),
+]
+
+
+def main(argv):
+    if len(argv) != 3:
+        print("usage: tools/gpu_summary.py RESULTS_DIR LOGS_DIR", file=sys.stderr)
+        return 2
+    results, logs = argv[1], argv[2]
+    for what, figure in FIGURES:
+        try:
+            lines = figure(results, logs)
+        except (gbjson.InputError, KeyError, TypeError, ValueError) as e:
+            lines = [f"{what}: n/a ({e})"]
+        for line in lines:
+            print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
