@@ -18,11 +18,13 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
   ZB_RETURN_IF_ERROR(d.comm().barrier());
   z.trace().clear();
   z.trace().enable(true);
+  d.comm().set_record_times(true);
   double origin = now_seconds();
   ZB_RETURN_IF_ERROR(z.step());
   ZB_RETURN_IF_ERROR(z.finish());
   z.add_comm_spans(first, origin);
   z.trace().enable(false);
+  d.comm().set_record_times(false);
   // The traffic log's own count of the step's collectives, so a reader can check that the
   // trace holds every one of them.
   int counts[3] = {0, 0, 0};

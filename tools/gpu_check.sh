@@ -192,7 +192,7 @@ run_path optimizer zb_optimizer --min-params=16M --max-params=256M --step-factor
 
 # PyTorch's fused AdamW doing the same work at the same sizes: ours/torch (> 1: ours faster).
 for grad in bf16 fp32; do
-  check "torch_adam_$grad" python3 tools/torch_adam.py --sizes=16M,64M,256M --grad-dtype=$grad \
+  check "torch_adam_$grad" python3 tools/torch_adam.py --no-install --device=cuda --sizes=16M,64M,256M --grad-dtype=$grad \
     --ours="$res/optimizer.json"
 done
 # CUDA kernels against their CPU references (the unit tests skip these without a GPU).

@@ -35,7 +35,7 @@ Status Communicator::submit(Coll op, const void* send, void* recv, size_t count,
   // `count` is per-rank for reduce-scatter and all-gather; the log holds the full buffer.
   size_t full = op == Coll::all_reduce ? count : count * size_t(size_);
   CollRecord rec{op, full, dtype};
-  rec.issued_s = now_seconds();
+  if (record_times_) rec.issued_s = now_seconds();
   int64_t call = calls_++;
   if (faults_.skip_rank == rank_ && faults_.skip_call == call) return Status::ok();
   size_t index = traffic_.add(rec);

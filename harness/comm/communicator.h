@@ -104,6 +104,9 @@ class Communicator {
   // Reads the socket write counter around every collective (mpi backend), so the log holds
   // a measured size per collective. Off by default: the read costs a few microseconds.
   void set_measure_wire(bool on) { measure_wire_ = on; }
+  // Records when each collective was issued, started and ended (for traces). Off by default:
+  // the clock reads cost a measurable share of a small collective.
+  void set_record_times(bool on) { record_times_ = on; }
 
  protected:
   Communicator(int rank, int size, double timeout_s);
@@ -117,7 +120,7 @@ class Communicator {
 
   int rank_, size_;
   double timeout_s_;
-  bool measure_wire_ = false;
+  bool measure_wire_ = false, record_times_ = false;
   std::function<void(const Status&)> timeout_handler_;
 
  private:

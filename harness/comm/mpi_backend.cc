@@ -142,6 +142,7 @@ class MpiCommunicator final : public Communicator {
   Status set_progress(Progress progress) override {
     ZB_RETURN_IF_ERROR(synchronize());
     progress_ = progress;
+    caller_progress_.store(progress == Progress::caller, std::memory_order_relaxed);
     return Status::ok();
   }
 
@@ -152,7 +153,7 @@ class MpiCommunicator final : public Communicator {
 
  protected:
   Status issue(const CollRecord& op, const void* send, void* recv, size_t log_index) override {
-    Task task{op, send, recv, 0, false, log_index, measure_wire_};
+    Task task{op, send, recv, 0, false, log_index, measure_wire_, record_times_};
     if (progress_ == Progress::thread) return enqueue(task);
     return run_on_caller(task);
   }
@@ -165,30 +166,40 @@ class MpiCommunicator final : public Communicator {
     uint64_t seq;
     bool barrier;
     size_t log_index = 0;
-    bool measure = false;
+    bool measure = false;  // read the socket write counter around it
+    bool timed = false;    // record when it ran, for the trace
   };
 
   // Caller progress: nothing is queued (set_progress drained the queue), so running it here
   // keeps the stream's order. The communication thread, idle meanwhile, is its watchdog: a
   // call still inside MPI after the timeout (a rank skipped it) ends the job with a line
-  // naming it, since the caller itself cannot return from MPI to say so.
+  // naming it, since the caller itself cannot return from MPI to say so. The caller only
+  // publishes which collective runs; the watchdog keeps the time, so the caller reads no
+  // clock (at 4 KiB a bare call takes a few microseconds, and each clock read ~0.1 of one).
   Status run_on_caller(Task task) {
     if (failed_.load()) return failure_;
     task.seq = ++issued_;
     caller_task_ = task;
-    caller_since_.store(now_seconds(), std::memory_order_release);
+    caller_seq_.store(task.seq, std::memory_order_release);
     Status s = execute(task);
-    caller_since_.store(0, std::memory_order_release);
+    caller_seq_.store(0, std::memory_order_release);
     completed_.store(task.seq, std::memory_order_release);
     return s;
   }
 
-  // Run by the communication thread while it has no work of its own.
+  // Run by the communication thread while it has no work of its own: the collective running
+  // on the caller, if the same one has been running for longer than the timeout, ends the job.
   void watch_caller() {
-    double since = caller_since_.load(std::memory_order_acquire);
-    if (since <= 0 || now_seconds() - since <= timeout_s_) return;
+    uint64_t seq = caller_seq_.load(std::memory_order_acquire);
+    double now = now_seconds();
+    if (seq == 0 || seq != watched_seq_) {
+      watched_seq_ = seq;
+      watched_since_ = now;
+      return;
+    }
+    if (now - watched_since_ <= timeout_s_) return;
     Task task = caller_task_;
-    if (caller_since_.load(std::memory_order_acquire) != since) return;  // it has moved on
+    if (caller_seq_.load(std::memory_order_acquire) != seq) return;  // it has moved on
     timeout_handler_(timeout_error(what(task)));
   }
 
@@ -219,19 +230,23 @@ class MpiCommunicator final : public Communicator {
   // else writes while a collective runs: compute never does, rank 0 prints only between
   // benchmarks) and when it ran.
   Status execute(const Task& task) {
+    // Clocks and counters only where something asked for them: each read costs a fair share
+    // of a small collective.
+    const bool slow = !task.barrier && int(task.op.op) == faults().slow_op;
+    const bool timed = task.timed || slow;
     int64_t w0 = task.measure ? process_write_bytes() : -1;
-    double t0 = now_seconds();
+    double t0 = timed ? now_seconds() : -1;
     Status s = task.barrier ? barrier_call()
                             : calls_.run(task.op.op, task.send, task.recv, task.op.count, task.op.dtype);
-    double t1 = now_seconds();
-    if (!task.barrier && int(task.op.op) == faults().slow_op) {
+    double t1 = timed ? now_seconds() : -1;
+    if (slow) {
       // The planted regression: this op's own duration, stretched by busy-waiting.
       double until = t1 + faults().slow_fraction * (t1 - t0);
       while (now_seconds() < until) {
       }
       t1 = now_seconds();
     }
-    if (!task.barrier)
+    if (!task.barrier && (task.measure || timed))
       traffic().complete(task.log_index, w0 >= 0 ? process_write_bytes() - w0 : -1, t0, t1);
     if (!s) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -290,6 +305,9 @@ class MpiCommunicator final : public Communicator {
   void poll_for_work() {
     const double until = now_seconds() + kParkAfterSeconds;
     for (int spins = 0; queued_.load(std::memory_order_acquire) == 0; ++spins) {
+      // Under caller progress there is nothing to poll for, and a spinning thread would only
+      // take cycles from the ranks' own MPI polling; it parks and watches.
+      if (caller_progress_.load(std::memory_order_relaxed)) return;
       sched_yield();
       if (spins % 64 != 0) continue;
       watch_caller();
@@ -312,8 +330,11 @@ class MpiCommunicator final : public Communicator {
   std::atomic<bool> failed_{false};
   Status failure_;                        // under mu_ once failed_ is set
   bool parked_ = false;                   // under mu_
-  Task caller_task_{};                    // the collective running on the caller, if any:
-  std::atomic<double> caller_since_{0};   // since when (0: none)
+  std::atomic<bool> caller_progress_{false};
+  Task caller_task_{};                    // the collective running on the caller, if any,
+  std::atomic<uint64_t> caller_seq_{0};   // and its number (0: none)
+  uint64_t watched_seq_ = 0;              // the watchdog's: what it saw running, since when
+  double watched_since_ = 0;
   int sleepers_ = 0;                      // under mu_: waiters asleep on done_cv_
 };
 
