@@ -41,6 +41,8 @@ def spread_text(pick, metric, show):
     if pick is None or pick.repetitions <= 1:
         return ""
     lo, hi = pick.spread(metric)
+    if math.isnan(lo) or math.isnan(hi):
+        return ""
     return f" [{show(lo)}, {show(hi)}]"
 
 
@@ -188,7 +190,7 @@ def optimizer_section(results):
     cols = [c for c in OPT_COLUMNS if any(p.has(c[0]) for p in picks.values())]
     rows = []
     for p in picks.values():
-        cells = [p.name.replace("|", "\\|")]
+        cells = [p.name.split("/iterations:")[0].replace("|", "\\|")]
         for metric, _, digits in cols:
             if digits is None:
                 cells.append(timed(p, metric, ms))
