@@ -203,3 +203,13 @@ def test_bad_option_exits_2():
     r = subprocess.run([os.path.join(ROOT, "run_all.sh"), "--quick", "--nope"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_unwritable_out_exits_2_before_anything_runs():
+    # /proc takes no new folders: the run must stop at once, not after building and running.
+    r = subprocess.run([os.path.join(ROOT, "run_all.sh"), "--quick", "--out=/proc/zb_no_such"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--out" in lines[0], r.stderr
+    assert "building" not in r.stderr
