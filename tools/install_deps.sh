@@ -14,6 +14,7 @@ have git || missing+=(git)
 { have mpirun && have mpicxx; } || missing+=(openmpi-bin libopenmpi-dev)
 [[ -f /usr/include/benchmark/benchmark.h ]] || missing+=(libbenchmark-dev)
 [[ -f /usr/include/gtest/gtest.h ]] || missing+=(libgtest-dev)
+[[ -f /usr/include/nlohmann/json.hpp ]] || missing+=(nlohmann-json3-dev)
 have python3 || missing+=(python3 python3-pip)
 
 if ((${#missing[@]})); then

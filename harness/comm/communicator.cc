@@ -6,7 +6,14 @@
 
 namespace zb {
 
-const char* backend_name(Backend b) { return b == Backend::mpi ? "mpi" : "nccl"; }
+const char* backend_name(Backend b) {
+  switch (b) {
+    case Backend::mpi: return "mpi";
+    case Backend::nccl: return "nccl";
+    case Backend::record: return "record";
+  }
+  return "?";
+}
 
 Communicator::Communicator(int rank, int size, double timeout_s)
     : rank_(rank), size_(size), timeout_s_(timeout_s) {

@@ -16,7 +16,8 @@
 
 namespace zb {
 
-enum class Backend { mpi, nccl };
+// record: no data moved; the schedule is logged (harness/comm/recorder.h).
+enum class Backend { mpi, nccl, record };
 const char* backend_name(Backend b);
 
 // A point in the communication stream: complete once everything issued before it is.

@@ -21,6 +21,7 @@ const char* mem_kind_name(MemKind kind) {
     case MemKind::host: return "host";
     case MemKind::pinned: return "pinned";
     case MemKind::device: return "device";
+    case MemKind::reserved: return "reserved";
   }
   return "?";
 }
@@ -43,7 +44,8 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 
 void Buffer::release() {
   if (!ptr_) return;
-  if (kind_ == MemKind::host) munmap(static_cast<char*>(ptr_) - stagger_, mapped_);
+  if (kind_ == MemKind::host || kind_ == MemKind::reserved)
+    munmap(static_cast<char*>(ptr_) - stagger_, mapped_);
 #ifdef ZB_HAVE_CUDA
   else if (kind_ == MemKind::device) cudaFree(ptr_);
   else cudaFreeHost(ptr_);
@@ -57,7 +59,16 @@ Status Buffer::allocate(MemKind kind, size_t bytes, Buffer* out) {
   size_t n = bytes == 0 ? 1 : bytes;  // a zero-length view still needs a valid pointer
   void* p = nullptr;
   size_t mapped = 0, stagger = 0;
-  if (kind == MemKind::host) {
+  if (kind == MemKind::reserved) {
+    // PROT_NONE and no swap reserved: a model of any size costs address space only, and a
+    // stray access faults instead of reading made-up data.
+    size_t page = size_t(sysconf(_SC_PAGESIZE));
+    mapped = (n + page - 1) / page * page;
+    p = mmap(nullptr, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      return Status::error(where(__FILE__, __LINE__) + "reserving " + std::to_string(bytes) +
+                           " bytes of address space failed");
+  } else if (kind == MemKind::host) {
     // Fresh pages from mmap rather than malloc, which may hand back memory that is already
     // resident: the resident-set measurement of model state must see every byte arrive.
     // Successive buffers start 256 B further into their first page: arrays whose addresses

@@ -8,7 +8,9 @@
 
 namespace zb {
 
-enum class MemKind { host, pinned, device };
+// reserved: address space with no memory behind it (never touched), for running a step's
+// schedule without its state, to record which collectives it issues (zb_predict).
+enum class MemKind { host, pinned, device, reserved };
 const char* mem_kind_name(MemKind kind);
 
 // An owned allocation. Host memory is mapped fresh (resident-set measurements see whole

@@ -30,7 +30,7 @@ Status MemoryTracker::allocate(MemCategory category, size_t bytes, Buffer* out) 
     ZB_CUDA_CHECK(cudaMemset(out->data(), 0, bytes));
     ZB_CUDA_CHECK(cudaDeviceSynchronize());
 #endif
-  } else {
+  } else if (kind_ != MemKind::reserved) {
     std::memset(out->data(), 0, bytes);
   }
   bytes_[size_t(category)] += bytes;
@@ -50,6 +50,10 @@ size_t MemoryTracker::resident_state_bytes() const {
 }
 
 Status used_memory_bytes(MemKind kind, int64_t* out) {
+  if (kind == MemKind::reserved) {  // nothing is ever resident
+    *out = 0;
+    return Status::ok();
+  }
   if (kind == MemKind::device) {
 #ifdef ZB_HAVE_CUDA
     size_t free_b = 0, total = 0;

@@ -1,0 +1,41 @@
+// Schedule log: a step as the host issues it, in program order: compute, collectives issued,
+// and waits of compute for them. Recorded instead of run, so a model can replay it (zb_predict).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/comm/traffic.h"
+
+namespace zb {
+
+struct ScheduleOp {
+  enum class Kind {
+    compute,  // the compute engine runs `what` (a layer's forward or backward, an update)
+    issue,    // collective number `seq` (`coll`) is issued: it may start once compute so far is done
+    wait,     // compute waits until every collective up to number `seq` is complete
+    step,     // a training step begins
+  } kind;
+  std::string what;  // compute: "forward", "backward" or "update"
+  int layer = -1;    // compute: the layer (forward, backward) or unit (update)
+  uint64_t seq = 0;
+  CollRecord coll{Coll::all_reduce, 0, DType::bf16};
+};
+
+class ScheduleLog {
+ public:
+  void compute(const std::string& what, int layer) { ops_.push_back({ScheduleOp::Kind::compute, what, layer}); }
+  void issue(uint64_t seq, const CollRecord& coll) {
+    ops_.push_back({ScheduleOp::Kind::issue, "", -1, seq, coll});
+  }
+  void wait(uint64_t seq) { ops_.push_back({ScheduleOp::Kind::wait, "", -1, seq}); }
+  void step() { ops_.push_back({ScheduleOp::Kind::step, "", -1}); }
+  const std::vector<ScheduleOp>& ops() const { return ops_; }
+  void clear() { ops_.clear(); }
+
+ private:
+  std::vector<ScheduleOp> ops_;
+};
+
+}  // namespace zb

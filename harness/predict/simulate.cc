@@ -1,0 +1,57 @@
+// The two-engine replay of a logged step.
+#include "harness/predict/simulate.h"
+
+#include <algorithm>
+#include <map>
+
+namespace zb {
+
+StepPrediction simulate(const std::vector<ScheduleOp>& ops,
+                        const std::function<double(const ScheduleOp&)>& compute_seconds,
+                        const std::function<CollModel::Prediction(const CollRecord&)>& coll_seconds) {
+  double compute_clock = 0, comm_free = 0, step_start = 0;
+  std::map<uint64_t, double> done;  // collective number -> when it completes
+  StepPrediction p;
+  for (const ScheduleOp& op : ops) {
+    switch (op.kind) {
+      case ScheduleOp::Kind::step:
+        p = StepPrediction();  // the last step's numbers only
+        step_start = compute_clock;
+        break;
+      case ScheduleOp::Kind::compute: {
+        double d = compute_seconds(op);
+        compute_clock += d;
+        p.compute_s += d;
+        break;
+      }
+      case ScheduleOp::Kind::issue: {
+        CollModel::Prediction c = coll_seconds(op.coll);
+        // Issued where the host reached it: after the compute before it (the host is the
+        // engine on CPUs; on GPUs the collective waits for that compute on its stream).
+        double start = std::max(comm_free, compute_clock);
+        comm_free = start + c.seconds;
+        done[op.seq] = comm_free;
+        p.comm_s += c.seconds;
+        p.collectives += 1;
+        p.extrapolated = p.extrapolated || c.extrapolated;
+        break;
+      }
+      case ScheduleOp::Kind::wait: {
+        // Collectives complete in order: waiting for number seq is waiting for the last
+        // issued at or before it.
+        auto it = done.upper_bound(op.seq);
+        if (it == done.begin()) break;
+        double ready = std::prev(it)->second;
+        if (ready > compute_clock) {
+          p.exposed_s += ready - compute_clock;
+          compute_clock = ready;
+        }
+        break;
+      }
+    }
+  }
+  p.step_s = compute_clock - step_start;
+  return p;
+}
+
+}  // namespace zb

@@ -1,0 +1,31 @@
+// A logged step replayed on two engines: compute runs the step's compute in program order, and
+// the communication stream runs its collectives in issue order, each starting once it is issued
+// and the previous one is done. Where compute waits for a collective that has not finished, the
+// wait is exposed communication: the critical path of the schedule, as the step declares it.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "harness/comm/schedule_log.h"
+#include "harness/predict/coll_model.h"
+
+namespace zb {
+
+struct StepPrediction {
+  double step_s = 0;     // the compute engine's time through the step, waits included
+  double compute_s = 0;  // its compute alone
+  double comm_s = 0;     // the step's collectives back to back (a step with no compute)
+  double exposed_s = 0;  // time compute waited for them
+  int collectives = 0;
+  bool extrapolated = false;  // some collective's time was extrapolated beyond the sweep
+};
+
+// Replays `ops` and returns the prediction for the last step in it (ops from an earlier step
+// set up what the last one meets, such as gathers still in flight). `compute_seconds` gives each
+// compute op's duration, `coll_seconds` each collective's.
+StepPrediction simulate(const std::vector<ScheduleOp>& ops,
+                        const std::function<double(const ScheduleOp&)>& compute_seconds,
+                        const std::function<CollModel::Prediction(const CollRecord&)>& coll_seconds);
+
+}  // namespace zb

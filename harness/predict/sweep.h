@@ -1,0 +1,32 @@
+// A zb_collectives results file read as the predictor needs it: one model per collective, dtype
+// and group (world, or a node-aware group), and the rank count it was measured at.
+#pragma once
+
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "harness/comm/traffic.h"
+#include "harness/predict/coll_model.h"
+
+namespace zb {
+
+class Sweep {
+ public:
+  // Google Benchmark JSON of zb_collectives: names op/bytes:B/dtype:D[/group:G]; the time is
+  // the median over repetitions where the file has them, else the mean of the runs.
+  static Status load(const std::string& path, Sweep* out);
+
+  int ranks() const { return ranks_; }
+  // Settings the sweep ran with ("batch"/"per-iter", "caller"/"thread"), from its context.
+  const std::string& description() const { return description_; }
+  // nullptr when the sweep has no such collective.
+  const CollModel* find(Coll op, DType dtype, const std::string& group = "world") const;
+
+ private:
+  int ranks_ = 0;
+  std::string description_;
+  std::map<std::tuple<int, int, std::string>, CollModel> models_;
+};
+
+}  // namespace zb

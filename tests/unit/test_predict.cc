@@ -1,0 +1,116 @@
+// The predictor's pieces on synthetic data: the collective model reproduces an alpha-beta
+// sweep exactly and flags extrapolation; the replay of a logged step gives hand-computed times.
+#include <gtest/gtest.h>
+
+#include "harness/predict/coll_model.h"
+#include "harness/predict/simulate.h"
+
+namespace zb {
+namespace {
+
+// A sweep of an exact alpha-beta collective: 20 us + 1 ns per byte, 1 KiB to 64 MiB.
+CollModel alpha_beta(double alpha, double beta) {
+  std::vector<SweepPoint> pts;
+  for (double b = 1024; b <= 64 << 20; b *= 4) pts.push_back({b, alpha + beta * b});
+  CollModel m;
+  EXPECT_TRUE(CollModel::fit(pts, &m));
+  return m;
+}
+
+TEST(CollModel, ReproducesASyntheticAlphaBetaSweepExactly) {
+  const double alpha = 20e-6, beta = 1e-9;
+  CollModel m = alpha_beta(alpha, beta);
+  EXPECT_NEAR(m.alpha_s(), alpha, 1e-15);
+  EXPECT_NEAR(m.beta_s_per_byte(), beta, 1e-21);
+  for (double b : {1024.0, 3000.0, 1e6, 5e7, 64.0 * (1 << 20)}) {
+    CollModel::Prediction p = m.predict(b);
+    EXPECT_NEAR(p.seconds, alpha + beta * b, 1e-12 * (alpha + beta * b)) << b;
+    EXPECT_FALSE(p.extrapolated) << b;
+  }
+  // Beyond the sweep the line goes on, flagged from twice the largest size and below the
+  // smallest.
+  CollModel::Prediction up = m.predict(100.0 * (1 << 20)), far = m.predict(200.0 * (1 << 20)),
+                        low = m.predict(512);
+  EXPECT_NEAR(up.seconds, alpha + beta * 100.0 * (1 << 20), 1e-12);
+  EXPECT_FALSE(up.extrapolated);
+  EXPECT_NEAR(far.seconds, alpha + beta * 200.0 * (1 << 20), 1e-12);
+  EXPECT_TRUE(far.extrapolated);
+  EXPECT_NEAR(low.seconds, alpha + beta * 512, 1e-15);
+  EXPECT_TRUE(low.extrapolated);
+}
+
+TEST(CollModel, InterpolatesBetweenMeasuredPointsAndRejectsNothingToFit) {
+  CollModel m;
+  ASSERT_TRUE(CollModel::fit({{1000, 1.0}, {3000, 2.0}, {2000, 4.0}, {2000, 2.0}}, &m));
+  EXPECT_DOUBLE_EQ(m.predict(2000).seconds, 3.0);  // the mean of the two at 2000
+  EXPECT_DOUBLE_EQ(m.predict(1500).seconds, 2.0);
+  EXPECT_DOUBLE_EQ(m.predict(2500).seconds, 2.5);
+  // A falling last segment does not make larger collectives faster beyond the sweep.
+  EXPECT_DOUBLE_EQ(m.predict(5000).seconds, 2.0);
+  EXPECT_FALSE(CollModel::fit({}, &m));
+  EXPECT_FALSE(CollModel::fit({{0, 1.0}}, &m));
+  ASSERT_TRUE(CollModel::fit({{1000, 2.0}}, &m));
+  EXPECT_DOUBLE_EQ(m.predict(4000).seconds, 8.0);  // one point: proportional
+}
+
+// Collective number seq takes `seconds`, whatever its size.
+CollRecord coll(uint64_t count) { return CollRecord{Coll::all_reduce, count, DType::bf16}; }
+
+StepPrediction replay(const ScheduleLog& log) {
+  return simulate(
+      log.ops(), [](const ScheduleOp& op) { return op.what == "backward" ? 2.0 : 1.0; },
+      [](const CollRecord& c) { return CollModel::Prediction{double(c.count), false}; });
+}
+
+TEST(Simulate, HiddenSerialAndPartlyHidden) {
+  // Two layers' backward (2 s each), each followed by its 1.5 s reduction; the optimizer
+  // waits for both. The first hides behind the second backward; the second is exposed.
+  ScheduleLog log;
+  log.step();
+  log.compute("backward", 1);
+  log.issue(1, coll(1));  // 1 s
+  log.compute("backward", 0);
+  log.issue(2, coll(3));  // 3 s, from t=4
+  log.wait(2);
+  log.compute("update", 0);
+  StepPrediction p = replay(log);
+  EXPECT_DOUBLE_EQ(p.compute_s, 5.0);
+  EXPECT_DOUBLE_EQ(p.comm_s, 4.0);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 3.0);  // waits from t=4 to t=7
+  EXPECT_DOUBLE_EQ(p.step_s, 8.0);
+  EXPECT_EQ(p.collectives, 2);
+
+  // Serialised: each collective waited for at once; everything is exposed.
+  ScheduleLog serial;
+  serial.step();
+  serial.compute("backward", 1);
+  serial.issue(1, coll(1));
+  serial.wait(1);
+  serial.compute("backward", 0);
+  serial.issue(2, coll(3));
+  serial.wait(2);
+  StepPrediction s = replay(serial);
+  EXPECT_DOUBLE_EQ(s.exposed_s, 4.0);
+  EXPECT_DOUBLE_EQ(s.step_s, 8.0);
+}
+
+TEST(Simulate, OnlyTheLastStepCountsAndCollectivesQueue) {
+  // Step 1 leaves a 5 s gather in flight; step 2 waits for it first thing.
+  ScheduleLog log;
+  log.step();
+  log.compute("update", 0);
+  log.issue(1, coll(5));  // runs from t=1 to t=6
+  log.step();             // step 2 starts at t=1
+  log.issue(2, coll(1));  // queued behind the gather: t=6 to t=7
+  log.wait(1);            // waits until t=6
+  log.compute("forward", 0);
+  log.wait(2);            // ready at 7, compute at 7: nothing more exposed
+  StepPrediction p = replay(log);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 5.0);
+  EXPECT_DOUBLE_EQ(p.comm_s, 1.0);
+  EXPECT_DOUBLE_EQ(p.step_s, 6.0);
+  EXPECT_EQ(p.collectives, 1);
+}
+
+}  // namespace
+}  // namespace zb
