@@ -27,15 +27,6 @@ struct Row {
   zb::ZeroResult r;
 };
 
-// PATH for one stage; PATH with _<stage> before the extension for several.
-std::string trace_path(const std::string& path, const std::string& stage, size_t stages) {
-  if (path.empty() || stages == 1) return path;
-  size_t dot = path.rfind('.');
-  size_t slash = path.rfind('/');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + "_" + stage;
-  return path.substr(0, dot) + "_" + stage + path.substr(dot);
-}
-
 void print_table(const std::vector<Row>& rows) {
   zb::Table table({"stage", "bytes/param formula", "measured", "volume ideal(Psi)", "measured(Psi)",
                    "step(ms)", "compute(ms)", "comm(ms)", "exposed(ms)", "overlap", "wrong"});
@@ -124,7 +115,7 @@ int main(int argc, char** argv) {
     std::string tail = "/params:" + std::to_string(model.params()) + "/layers:" + std::to_string(model.layers.size()) +
                        "/optimizer:" + zb::optimizer_name(opt.optimizer) + "/grad:" + zb::dtype_name(opt.grad_dtype);
     if (sweep_us.empty()) {
-      setup.trace_path = trace_path(opt.trace, stage, opt.stages.size());
+      setup.trace_path = zb::per_stage_path(opt.trace, stage, opt.stages.size());
       driver.add("zero/stage:" + stage + tail + "/compute:" + opt.compute + "/overlap:" + overlap,
                  [&, setup, stage](zb::Run& run) -> zb::Status {
                    zb::ZeroResult r;

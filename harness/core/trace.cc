@@ -28,6 +28,14 @@ TraceScope::~TraceScope() {
   if (trace_) trace_->add({name_, Track::compute, start_, now_seconds(), args_});
 }
 
+std::string per_stage_path(const std::string& path, const std::string& name, size_t count) {
+  if (path.empty() || count == 1) return path;
+  size_t dot = path.rfind('.');
+  size_t slash = path.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + "_" + name;
+  return path.substr(0, dot) + "_" + name + path.substr(dot);
+}
+
 static std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {

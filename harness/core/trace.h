@@ -49,6 +49,9 @@ class TraceScope {
   double start_;
 };
 
+// PATH for one stage (or other variant); PATH with _<name> before the extension for several.
+std::string per_stage_path(const std::string& path, const std::string& name, size_t count);
+
 // Gathers every rank's spans to rank 0 and writes them, times relative to each rank's
 // `origin_s`, as one Chrome trace: pid = rank, tid 0 = compute, 1 = communication, 2 =
 // compute waiting for communication. `metadata` (JSON object members) lands in a top-level

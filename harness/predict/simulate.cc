@@ -8,18 +8,26 @@ namespace zb {
 
 StepPrediction simulate(const std::vector<ScheduleOp>& ops,
                         const std::function<double(const ScheduleOp&)>& compute_seconds,
-                        const std::function<CollModel::Prediction(const CollRecord&)>& coll_seconds) {
+                        const std::function<CollModel::Prediction(const CollRecord&)>& coll_seconds,
+                        std::vector<TraceSpan>* spans) {
   double compute_clock = 0, comm_free = 0, step_start = 0;
   std::map<uint64_t, double> done;  // collective number -> when it completes
   StepPrediction p;
+  std::vector<TraceSpan> timeline;
+  auto span = [&](std::string name, Track track, double from, double to, std::string args = "") {
+    timeline.push_back({std::move(name), track, from - step_start, to - step_start, std::move(args)});
+  };
   for (const ScheduleOp& op : ops) {
     switch (op.kind) {
       case ScheduleOp::Kind::step:
         p = StepPrediction();  // the last step's numbers only
+        timeline.clear();
         step_start = compute_clock;
         break;
       case ScheduleOp::Kind::compute: {
         double d = compute_seconds(op);
+        std::string name = op.what == "update" ? "optimizer U" : op.what + " L";
+        span(name + std::to_string(op.layer), Track::compute, compute_clock, compute_clock + d);
         compute_clock += d;
         p.compute_s += d;
         break;
@@ -31,6 +39,8 @@ StepPrediction simulate(const std::vector<ScheduleOp>& ops,
         double start = std::max(comm_free, compute_clock);
         comm_free = start + c.seconds;
         done[op.seq] = comm_free;
+        span(collective_label(op.coll), Track::comm, start, comm_free,
+             "\"bytes\": " + std::to_string(op.coll.bytes()) + ", \"seq\": " + std::to_string(op.seq));
         p.comm_s += c.seconds;
         p.collectives += 1;
         p.extrapolated = p.extrapolated || c.extrapolated;
@@ -43,6 +53,7 @@ StepPrediction simulate(const std::vector<ScheduleOp>& ops,
         if (it == done.begin()) break;
         double ready = std::prev(it)->second;
         if (ready > compute_clock) {
+          span("wait", Track::wait, compute_clock, ready);
           p.exposed_s += ready - compute_clock;
           compute_clock = ready;
         }
@@ -51,6 +62,7 @@ StepPrediction simulate(const std::vector<ScheduleOp>& ops,
     }
   }
   p.step_s = compute_clock - step_start;
+  if (spans) *spans = std::move(timeline);
   return p;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/comm/schedule_log.h"
+#include "harness/core/trace.h"
 #include "harness/predict/coll_model.h"
 
 namespace zb {
@@ -23,9 +24,11 @@ struct StepPrediction {
 
 // Replays `ops` and returns the prediction for the last step in it (ops from an earlier step
 // set up what the last one meets, such as gathers still in flight). `compute_seconds` gives each
-// compute op's duration, `coll_seconds` each collective's.
+// compute op's duration, `coll_seconds` each collective's. `spans` (optional) gets the last
+// step's predicted timeline, in seconds from its start, on the tracks of a measured trace.
 StepPrediction simulate(const std::vector<ScheduleOp>& ops,
                         const std::function<double(const ScheduleOp&)>& compute_seconds,
-                        const std::function<CollModel::Prediction(const CollRecord&)>& coll_seconds);
+                        const std::function<CollModel::Prediction(const CollRecord&)>& coll_seconds,
+                        std::vector<TraceSpan>* spans = nullptr);
 
 }  // namespace zb

@@ -2,7 +2,9 @@
 #include "harness/predict/sweep.h"
 
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <vector>
 
 #include "harness/core/parse.h"
@@ -23,16 +25,21 @@ double seconds_per_unit(const std::string& unit) {
 Status Sweep::load(const std::string& path, Sweep* out) {
   std::ifstream in(path);
   if (!in) return Status::error("--sweep: cannot read " + path);
-  nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Google Benchmark writes a counter that is not a number as a bare NaN or Infinity, which
+  // JSON has no word for; none of them is a value the predictor reads.
+  text = std::regex_replace(text, std::regex(R"(: (-?Infinity|NaN)([,\n}]))"), ": null$2");
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("benchmarks") || !doc["benchmarks"].is_array())
     return Status::error("--sweep: " + path + " is not Google Benchmark JSON of zb_collectives");
   Sweep s;
   const nlohmann::json& ctx = doc.value("context", nlohmann::json::object());
   int64_t ranks = 0;
-  if (!ctx.contains("world_size") || !parse_int(ctx["world_size"].get<std::string>(), &ranks) || ranks < 1)
+  if (!ctx.contains("world_size") || !ctx["world_size"].is_string() ||
+      !parse_int(ctx["world_size"].get<std::string>(), &ranks) || ranks < 1)
     return Status::error("--sweep: " + path + " does not say its rank count (context.world_size)");
   s.ranks_ = int(ranks);
-  std::string cmd = ctx.value("command_line", "");
+  std::string cmd = ctx.contains("command_line") && ctx["command_line"].is_string() ? ctx["command_line"].get<std::string>() : "";
   s.description_ = (cmd.find("--timing=per-iter") != std::string::npos ? "per-iter" : "batch") +
                    std::string(", progress ") +
                    (cmd.find("--progress=thread") != std::string::npos ? "thread" : "caller");

@@ -21,7 +21,8 @@ Status ZeroStep::create(Communicator& comm, Compute& compute, const ModelSpec& m
   FlatLayout layout = make_layout(model, bucket, n, m.shards_anything() ? n : 1);
   auto z = std::unique_ptr<ZeroStep>(new ZeroStep(comm, compute, config, std::move(layout)));
   ZB_RETURN_IF_ERROR(z->allocate_state());
-  ZB_RETURN_IF_ERROR(z->init_weights());
+  // Reserved state (a schedule recorded, not run) has no memory to initialise.
+  if (compute.kind() != MemKind::reserved) ZB_RETURN_IF_ERROR(z->init_weights());
   *out = std::move(z);
   return Status::ok();
 }

@@ -9,6 +9,7 @@ namespace zb {
 
 Status ZeroStep::step() {
   ++step_;
+  if (schedule_) schedule_->step();
   marks_ = 0;
   host_waited_s_ = 0;
   ZB_RETURN_IF_ERROR(forward());
@@ -135,6 +136,7 @@ Status ZeroStep::forward() {
       ZB_RETURN_IF_ERROR(compute_after(weights_ready_[pos]));  // only this bucket's weights
     for (int l = u.first_layer; l < u.end_layer; ++l) {
       TraceScope span(&trace_, "forward L" + std::to_string(l), "\"layer\": " + std::to_string(l));
+      if (schedule_) schedule_->compute("forward", l);
       if (layer_compute_ && computing()) ZB_RETURN_IF_ERROR(layer_compute_->forward(l));
     }
   }
@@ -143,6 +145,7 @@ Status ZeroStep::forward() {
 
 Status ZeroStep::layer_backward(const Unit& u, int l, const Bf16* weights, void* grad) {
   TraceScope span(&trace_, "backward L" + std::to_string(l), "\"layer\": " + std::to_string(l));
+  if (schedule_) schedule_->compute("backward", l);
   if (!computing()) return Status::ok();
   if (layer_compute_) ZB_RETURN_IF_ERROR(layer_compute_->backward(l));
   uint64_t off = layout_.layer_offset[size_t(l)] - u.offset;
@@ -207,7 +210,7 @@ Status ZeroStep::optimizer() {
   ZB_RETURN_IF_ERROR(comm_.synchronize());
   const bool gathers = model_.all_gathers() && !model_.shards_weights();
   for (size_t i = 0; i < layout_.units.size(); ++i) {
-    if (computing()) ZB_RETURN_IF_ERROR(update_unit(i));
+    ZB_RETURN_IF_ERROR(update_unit(i));
     if (!gathers) continue;
     ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));  // it sends the updated block
     ZB_RETURN_IF_ERROR(gather(int(i), nullptr, &weights_ready_[i]));
@@ -219,6 +222,8 @@ Status ZeroStep::optimizer() {
 Status ZeroStep::update_unit(size_t i) {
   const Unit& u = layout_.units[i];
   TraceScope span(&trace_, "optimizer U" + std::to_string(i), "\"unit\": " + std::to_string(i));
+  if (schedule_) schedule_->compute("update", int(i));
+  if (!computing()) return Status::ok();
   const uint64_t so = state_offset(u);
   float* v = v_.data() ? v_.as<float>() + so : nullptr;
   return compute_.update(config_.optimizer, grad_at(grads_.data(), grad_offset(u)), config_.grad_dtype,

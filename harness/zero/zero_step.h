@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "harness/comm/communicator.h"
+#include "harness/comm/schedule_log.h"
 #include "harness/compute/compute.h"
 #include "harness/core/memory_tracker.h"
 #include "harness/core/trace.h"
@@ -76,6 +77,9 @@ class ZeroStep {
   double last_exposed_s() const { return exposed_s_; }
   void set_mode(StepMode mode) { mode_ = mode; }
   void set_layer_compute(LayerCompute* lc) { layer_compute_ = lc; }
+  // Logs each step's compute (forward and backward per layer, the update per unit) in program
+  // order, beside the collectives a recording communicator logs (zb_predict).
+  void set_schedule_log(ScheduleLog* log) { schedule_ = log; }
   // Spans of the steps while tracing is on: compute scopes, waits of compute for
   // communication (host-timed ones), and every collective from the traffic log labelled with
   // the unit it moved and when it was issued (microseconds after `origin_s`).
@@ -135,6 +139,7 @@ class ZeroStep {
   size_t issued_pos_ = 0;            // sharded weights: gathers issued this step (fwd, bwd)
   StepMode mode_ = StepMode::full;
   LayerCompute* layer_compute_ = nullptr;
+  ScheduleLog* schedule_ = nullptr;
   Trace trace_;
   std::vector<int> log_unit_;        // traffic log index -> unit, for the trace
 };

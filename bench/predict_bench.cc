@@ -1,0 +1,67 @@
+// The zb_predict benchmark body: record, replay, report.
+#include "bench/predict_bench.h"
+
+#include <cstdio>
+
+#include "harness/predict/record.h"
+
+namespace zb {
+
+Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction* out) {
+  // Two steps, so the second meets what the first leaves in flight (z1/z2's weight gathers),
+  // as a steady-state step does; the prediction is the second's.
+  ScheduleLog log;
+  std::vector<CollRecord> traffic;
+  ZB_RETURN_IF_ERROR(record_zero_schedule(*setup.model, setup.config, setup.ranks, 0, 2, &log, &traffic));
+  Status missing;
+  auto coll_seconds = [&](const CollRecord& c) {
+    const CollModel* m = setup.sweep->find(c.op, c.dtype);
+    if (!m) {
+      if (missing) missing = Status::error("--sweep has no " + std::string(coll_name(c.op)) + " of " +
+                                           dtype_name(c.dtype) + ": sweep that op and dtype too");
+      return CollModel::Prediction{0, true};
+    }
+    return m->predict(double(c.bytes()));
+  };
+  auto compute_seconds = [&](const ScheduleOp& op) {
+    // What --compute puts in the step; the synthetic backward and the optimizer's update
+    // are not modelled.
+    if (op.what == "forward") return setup.compute.seconds;
+    if (op.what == "backward") return 2 * setup.compute.seconds;
+    return 0.0;
+  };
+  std::vector<TraceSpan> spans;
+  *out = simulate(log.ops(), compute_seconds, coll_seconds, &spans);
+  ZB_RETURN_IF_ERROR(missing);
+  if (!setup.trace_path.empty()) {
+    // The measured trace's tracks and metadata, for one rank: all ranks run the same schedule.
+    int counts[3] = {0, 0, 0};
+    for (const CollRecord& c : traffic) ++counts[int(c.op)];
+    std::string meta = std::string("\"stage\": \"") + stage_name(setup.config.stage) +
+                       "\", \"ranks\": " + std::to_string(setup.ranks) + ", \"predicted\": true, \"collectives\": {";
+    for (Coll c : {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather})
+      meta += std::string(c == Coll::all_reduce ? "" : ", ") + "\"" + coll_name(c) + "\": " +
+              std::to_string(counts[int(c)]);
+    char exposed[64];
+    std::snprintf(exposed, sizeof exposed, "\"exposed_us\": %.3f", out->exposed_s * 1e6);
+    ZB_RETURN_IF_ERROR(write_chrome_trace(setup.trace_path, spans, 0, run.driver().mpi_comm(), meta + "}", exposed));
+  }
+  Timing t;
+  t.iterations = run.driver().iterations();
+  t.mean_s = out->step_s;
+  run.report(t);
+  double volume = 0;
+  for (const CollRecord& c : traffic) volume += volume_elements(c);
+  run.counter("ranks", setup.ranks);
+  run.counter("params", double(setup.model->params()));
+  run.counter("collectives", out->collectives);
+  run.counter("volume_psi", volume / double(setup.model->params()));
+  run.counter("step_s", out->step_s);
+  run.counter("compute_s", out->compute_s);
+  run.counter("comm_s", out->comm_s);
+  run.counter("exposed_comm_s", out->exposed_s);
+  run.counter("extrapolated", out->extrapolated ? 1 : 0);
+  return Status::ok();
+}
+
+}  // namespace zb

@@ -1,0 +1,27 @@
+// The zb_predict benchmark body: one stage's step recorded on the recording backend and
+// replayed against a measured collective sweep.
+#pragma once
+
+#include <string>
+
+#include "harness/driver/driver.h"
+#include "harness/predict/simulate.h"
+#include "harness/predict/sweep.h"
+#include "harness/zero/layer_compute.h"
+#include "harness/zero/zero_step.h"
+
+namespace zb {
+
+struct PredictSetup {
+  const ModelSpec* model = nullptr;
+  const Sweep* sweep = nullptr;
+  ZeroConfig config;
+  ComputeSpec compute;  // none, sleep or spin: a layer's forward; backward twice as long
+  int ranks = 1;
+  std::string trace_path;  // the predicted step as a Chrome trace, when set
+};
+
+// Sets the counters of `run` and reports the predicted step as its time.
+Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction* out);
+
+}  // namespace zb

@@ -1,0 +1,120 @@
+// zb_predict: each ZeRO stage's step predicted from a zb_collectives sweep: the step's own
+// schedule, recorded rather than run, replayed on a compute engine and a communication stream
+// whose collectives take what the sweep measured. Benchmarks carry the names of the zb_zero
+// benchmarks they predict, so the two results files pair up.
+#include <cstdio>
+
+#include "bench/predict_bench.h"
+#include "harness/core/files.h"
+#include "harness/driver/driver.h"
+#include "harness/driver/table.h"
+
+namespace {
+
+struct Options {
+  std::string sweep, model, compute = "none", trace;
+  int64_t ranks = 0, layers = 16, prefetch = 1;
+  double params = 16e6, bucket_mb = 25;
+  zb::Optimizer optimizer = zb::Optimizer::adam;
+  zb::DType grad_dtype = zb::DType::bf16;
+  bool overlap = true;
+  std::vector<zb::Stage> stages = zb::all_stages();
+};
+
+struct Row {
+  std::string stage;
+  zb::StepPrediction p;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  zb::Driver driver("zb_predict",
+                    "Each stage's step predicted from a zb_collectives sweep: its collectives from "
+                    "the step's own schedule, their times from the sweep, overlap from the "
+                    "schedule's dependencies. Runs as one process; --ranks sets the modelled N.");
+  driver.set_default_iterations(1, 0);
+  Options opt;
+  auto& f = driver.flags();
+  f.add_string("sweep", &opt.sweep, "zb_collectives results JSON measured at --ranks ranks (required)");
+  f.add_int("ranks", &opt.ranks, "data-parallel ranks to predict for (default: the sweep's)", 0, 1 << 20);
+  f.add_double("params", &opt.params, "parameters, split over --layers equal layers", 1, 1e13);
+  f.add_int("layers", &opt.layers, "layers of the uniform model", 1, 1 << 20);
+  f.add_string("model", &opt.model, "gpt:layers=L,hidden=H,vocab=V (real, unequal layer sizes)");
+  f.add_double("bucket-mb", &opt.bucket_mb, "gradient bucket size in MiB of gradients", 1e-6, 1 << 20);
+  f.add_choice("optimizer", &opt.optimizer, "adam or momentum", zb::optimizer_choices());
+  f.add_choice("grad-dtype", &opt.grad_dtype, "gradient dtype", zb::dtype_choices());
+  f.add_list("stages", &opt.stages, "stages to predict", zb::stage_choices());
+  f.add_string("compute", &opt.compute, "per-layer compute: none, sleep:US or spin:US (forward; "
+               "backward twice as long), as zb_zero takes it");
+  f.add_choice("overlap", &opt.overlap, "off: every collective serialised after the compute it follows",
+               zb::Choices<bool>{{"on", true}, {"off", false}});
+  f.add_int("prefetch", &opt.prefetch, "z3: layers all-gathered ahead of the one computing", 0, 64);
+  f.add_string("trace", &opt.trace, "write the predicted step as a Chrome trace here (PATH_<stage> for several)");
+  int code = driver.init(argc, argv);
+  if (code >= 0) return code;
+
+  zb::ModelSpec model;
+  zb::ComputeSpec compute;
+  zb::Sweep sweep;
+  zb::Status s = opt.sweep.empty() ? zb::Status::error("needs --sweep=PATH, a zb_collectives results JSON")
+                                   : zb::Sweep::load(opt.sweep, &sweep);
+  if (s) s = zb::make_model(opt.model, opt.params, opt.layers, &model);
+  if (s) s = zb::parse_compute_spec(opt.compute, &compute);
+  if (s && compute.kind == zb::ComputeSpec::Kind::gemm)
+    s = zb::Status::error("--compute=gemm cannot be predicted (its time is the GPU's); use sleep:US or spin:US");
+  const int ranks = opt.ranks ? int(opt.ranks) : sweep.ranks();
+  if (s && ranks != sweep.ranks())
+    s = zb::Status::error("--ranks=" + std::to_string(ranks) + " but the sweep was measured at " +
+                          std::to_string(sweep.ranks()) + " ranks; sweep at the rank count you predict");
+  if (s && !opt.trace.empty()) s = zb::check_output_path("--trace", opt.trace);
+  if (!s) {
+    if (driver.root()) std::fprintf(stderr, "zb_predict: %s\n", s.message().c_str());
+    return 2;
+  }
+
+  zb::PredictSetup base;
+  base.model = &model;
+  base.sweep = &sweep;
+  base.compute = compute;
+  base.ranks = ranks;
+  base.config.optimizer.kind = opt.optimizer;
+  base.config.grad_dtype = opt.grad_dtype;
+  base.config.bucket_elems =
+      std::max<uint64_t>(1, uint64_t(opt.bucket_mb * 1048576.0 / double(zb::dtype_size(opt.grad_dtype))));
+  base.config.overlap = opt.overlap;
+  base.config.prefetch = int(opt.prefetch);
+  std::vector<Row> rows;
+  const std::string overlap = opt.overlap ? "on" : "off";
+  for (zb::Stage st : opt.stages) {
+    zb::PredictSetup setup = base;
+    setup.config.stage = st;
+    const std::string stage = zb::stage_name(st);
+    setup.trace_path = zb::per_stage_path(opt.trace, stage, opt.stages.size());
+    // The name of the zb_zero benchmark this predicts.
+    std::string name = "zero/stage:" + stage + "/params:" + std::to_string(model.params()) + "/layers:" +
+                       std::to_string(model.layers.size()) + "/optimizer:" + zb::optimizer_name(opt.optimizer) +
+                       "/grad:" + zb::dtype_name(opt.grad_dtype) + "/compute:" + opt.compute + "/overlap:" + overlap;
+    driver.add(name, [&, setup, stage](zb::Run& run) -> zb::Status {
+      zb::StepPrediction p;
+      ZB_RETURN_IF_ERROR(zb::run_predict_benchmark(run, setup, &p));
+      rows.push_back({stage, p});
+      return zb::Status::ok();
+    });
+  }
+
+  code = driver.run();
+  if (driver.root() && !rows.empty()) {
+    std::printf("\n# zb_predict: %d ranks, %s, Psi = %.0f, compute %s, overlap %s, sweep %s (%s)\n", ranks,
+                model.description.c_str(), double(model.params()), opt.compute.c_str(), overlap.c_str(),
+                opt.sweep.c_str(), sweep.description().c_str());
+    zb::Table table({"stage", "collectives", "comm(ms)", "compute(ms)", "exposed(ms)", "step(ms)", "extrapolated"});
+    for (const auto& [stage, p] : rows)
+      table.add_row({stage, std::to_string(p.collectives), zb::fmt(p.comm_s * 1e3, 3), zb::fmt(p.compute_s * 1e3, 3),
+                     zb::fmt(p.exposed_s * 1e3, 3), zb::fmt(p.step_s * 1e3, 3), p.extrapolated ? "yes" : "no"});
+    table.print(stdout);
+    std::printf("# comm: the step's collectives back to back; exposed: time compute waits for them in the "
+                "replay; the synthetic backward and the optimizer's update are not modelled\n");
+  }
+  return code;
+}

@@ -1,0 +1,17 @@
+// Recording a step's schedule: the ZeRO step itself run on the recording backend over reserved
+// memory, so what is replayed is exactly what the benchmark issues, at any model size.
+#pragma once
+
+#include "harness/comm/schedule_log.h"
+#include "harness/zero/model.h"
+#include "harness/zero/zero_step.h"
+
+namespace zb {
+
+// Rank `rank` of `ranks` running `steps` steps of `config` on `model`: its compute, the
+// collectives it issues and its waits on them, in program order. `traffic` (optional) gets
+// the collectives of the last step alone, as the traffic log of a real run would hold them.
+Status record_zero_schedule(const ModelSpec& model, const ZeroConfig& config, int ranks, int rank,
+                            int steps, ScheduleLog* log, std::vector<CollRecord>* traffic = nullptr);
+
+}  // namespace zb

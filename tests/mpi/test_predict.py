@@ -1,0 +1,138 @@
+"""zb_predict on crafted sweeps: the recorded schedule holds exactly the collectives a real step
+issues, an exact alpha-beta sweep gives exactly its sum, extrapolation is flagged, and bad input
+exits 2. Every time here is made up, so every expected number is exact."""
+import json
+import math
+import os
+import tempfile
+
+import pytest
+
+from zbrun import benchmarks, run_json, run_single, stderr_lines
+
+MODEL = ["--params=1000003", "--layers=6", "--bucket-mb=0.5"]
+ALPHA, BETA = 20e-6, 1e-9  # 20 us + 1 ns per byte, for every op
+
+
+def sweep_doc(ranks, sizes=None, alpha=ALPHA, beta=BETA, ops=("all_reduce", "reduce_scatter", "all_gather")):
+    """A zb_collectives results file of an exact alpha-beta collective."""
+    sizes = sizes or [1024 * 2 ** k for k in range(15)]  # 1 KiB to 16 MiB
+    rows = []
+    for op in ops:
+        for b in sizes:
+            name = f"{op}/bytes:{b}/dtype:bf16"
+            rows.append({"name": name, "run_name": name, "run_type": "iteration", "iterations": 10,
+                         "real_time": (alpha + beta * b) * 1e6, "cpu_time": 1.0, "time_unit": "us",
+                         "wire_bytes_measured": float("nan")})
+    return {"context": {"world_size": str(ranks), "command_line": "zb_collectives --timing=per-iter"},
+            "benchmarks": rows}
+
+
+def write(tmp, name, doc):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        json.dump(doc, f)  # writes NaN as Google Benchmark does
+    return path
+
+
+def predict(sweep, args, expect_rc=0):
+    data, proc = run_json(1, "zb_predict", [f"--sweep={sweep}", *args], expect_rc=expect_rc)
+    return data, proc
+
+
+def collectives(trace, rank=0):
+    """(op, bytes) of the step's collectives in the order they were issued."""
+    comm = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] == rank and e["tid"] == 1]
+    key = "issued_us" if comm and "issued_us" in comm[0]["args"] else "seq"
+    return [(e["name"].split()[0], e["args"]["bytes"]) for e in sorted(comm, key=lambda e: e["args"][key])]
+
+
+@pytest.mark.parametrize("np", [2, 3])
+def test_the_recorder_sees_exactly_the_collectives_of_a_real_step(np):
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = write(tmp, "sweep.json", sweep_doc(np))
+        real, _ = run_json(np, "zb_zero", [*MODEL, "--compute=sleep:100", "--iters=2", "--warmup=1",
+                                           "--no-check", f"--trace={tmp}/real.json"])
+        pred, _ = predict(sweep, [*MODEL, "--compute=sleep:100", f"--trace={tmp}/pred.json"])
+        for stage in ("dp", "z1", "z2", "z3"):
+            with open(f"{tmp}/real_{stage}.json") as f:
+                measured = json.load(f)
+            with open(f"{tmp}/pred_{stage}.json") as f:
+                predicted = json.load(f)
+            assert predicted["zerobench"]["collectives"] == measured["zerobench"]["collectives"], stage
+            assert collectives(predicted) == collectives(measured), stage
+    # Same names as the benchmarks they predict, and the same volume.
+    real_rows, pred_rows = benchmarks(real), benchmarks(pred)
+    assert set(pred_rows) == set(real_rows)
+    for name, b in pred_rows.items():
+        assert b["volume_psi"] == real_rows[name]["volume_psi"], name
+
+
+def test_an_exact_alpha_beta_sweep_gives_exactly_its_sum():
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = write(tmp, "sweep.json", sweep_doc(2))
+        data, _ = predict(sweep, [*MODEL, "--compute=none", "--overlap=off", f"--trace={tmp}/p.json"])
+        for name, b in benchmarks(data).items():
+            stage = name.split("/")[1].split(":")[1]
+            with open(f"{tmp}/p_{stage}.json") as f:
+                colls = collectives(json.load(f))
+            want = sum(ALPHA + BETA * nbytes for _, nbytes in colls)
+            assert b["collectives"] == len(colls) > 0
+            assert math.isclose(b["comm_s"], want, rel_tol=1e-9), (name, b["comm_s"], want)
+            # Serialised with no compute: compute waits for every collective, whole.
+            assert math.isclose(b["exposed_comm_s"], want, rel_tol=1e-9), name
+            assert math.isclose(b["step_s"], want, rel_tol=1e-9), name
+            assert b["extrapolated"] == 0
+
+
+def test_long_compute_hides_what_the_schedule_lets_it_hide():
+    # Each layer's compute (0.1 s) far longer than any collective (< 1 ms). dp reduces each
+    # bucket as backward fills it; all hide behind the backward still to run except the last
+    # (bucket 0), which the optimizer waits for whole: that one collective is the exposed time.
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = write(tmp, "sweep.json", sweep_doc(2))
+        on, _ = predict(sweep, [*MODEL, "--compute=sleep:100000", "--overlap=on", f"--trace={tmp}/p.json"])
+        off, _ = predict(sweep, [*MODEL, "--compute=sleep:100000", "--overlap=off"])
+        with open(f"{tmp}/p_dp.json") as f:
+            dp = collectives(json.load(f))
+        on_rows, off_rows = benchmarks(on), benchmarks(off)
+    for name, b in on_rows.items():
+        assert b["compute_s"] == pytest.approx(6 * 3 * 0.1, rel=1e-12)  # 6 layers, fwd + 2 bwd
+        off_name = name.replace("overlap:on", "overlap:off")
+        # Serialised, every collective is exposed; overlapped, strictly less.
+        assert math.isclose(off_rows[off_name]["exposed_comm_s"], off_rows[off_name]["comm_s"], rel_tol=1e-9)
+        assert b["exposed_comm_s"] < off_rows[off_name]["exposed_comm_s"], name
+        if "/stage:dp/" in name:
+            assert math.isclose(b["exposed_comm_s"], ALPHA + BETA * dp[-1][1], rel_tol=1e-9), name
+
+
+def test_sizes_beyond_the_sweep_are_flagged():
+    with tempfile.TemporaryDirectory() as tmp:
+        small = write(tmp, "small.json", sweep_doc(2, sizes=[256, 512, 1024]))
+        data, _ = predict(small, MODEL)
+        assert all(b["extrapolated"] == 1 for b in benchmarks(data).values())
+
+
+BAD = [["--params=1e6"],                            # no --sweep
+       ["--sweep=/no/such.json"],
+       ["--sweep=SWEEP", "--ranks=4"],              # the sweep is at 2 ranks
+       ["--sweep=SWEEP", "--compute=gemm:64"],
+       ["--sweep=SWEEP", "--stages=z9"],
+       ["--sweep=SWEEP", "--trace=/no/such/dir/t.json"]]
+
+
+@pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))
+def test_bad_input_exits_2_with_one_line(args):
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = write(tmp, "sweep.json", sweep_doc(2))
+        proc = run_single("zb_predict", [a.replace("SWEEP", sweep) for a in args])
+        assert proc.returncode == 2, proc.stderr
+        assert len(stderr_lines(proc)) == 1, proc.stderr
+
+
+def test_a_sweep_without_the_needed_op_fails_naming_it():
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = write(tmp, "sweep.json", sweep_doc(2, ops=("all_reduce",)))
+        proc = run_single("zb_predict", [f"--sweep={sweep}", *MODEL, "--stages=z1"])
+        assert proc.returncode != 0
+        assert "reduce_scatter" in proc.stderr
