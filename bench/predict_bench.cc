@@ -1,6 +1,7 @@
 // The zb_predict benchmark body: record, replay, report.
 #include "bench/predict_bench.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "harness/predict/record.h"
@@ -61,6 +62,20 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction
   run.counter("comm_s", out->comm_s);
   run.counter("exposed_comm_s", out->exposed_s);
   run.counter("extrapolated", out->extrapolated ? 1 : 0);
+  if (setup.measured) {
+    // The prediction held against the measured step: relative errors (predicted / measured - 1)
+    // and, for exposed communication, which can be near zero, the difference in seconds too.
+    auto measured = [&](const char* key) {
+      auto it = setup.measured->find(key);
+      return it == setup.measured->end() ? NAN : it->second;
+    };
+    const double comm = measured("comm_s"), exposed = measured("exposed_comm_s");
+    run.counter("comm_s_measured", comm);
+    run.counter("exposed_comm_s_measured", exposed);
+    run.counter("comm_error", out->comm_s / comm - 1);
+    run.counter("exposed_error", out->exposed_s / exposed - 1);
+    run.counter("exposed_error_s", out->exposed_s - exposed);
+  }
   return Status::ok();
 }
 

@@ -2,6 +2,7 @@
 // replayed against a measured collective sweep.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "harness/driver/driver.h"
@@ -19,6 +20,9 @@ struct PredictSetup {
   ComputeSpec compute;  // none, sleep or spin: a layer's forward; backward twice as long
   int ranks = 1;
   std::string trace_path;  // the predicted step as a Chrome trace, when set
+  // The measured counters of the zb_zero benchmark of the same name (from --measured), to
+  // report the prediction's error beside it; null when not given or not found.
+  const std::map<std::string, double>* measured = nullptr;
 };
 
 // Sets the counters of `run` and reports the predicted step as its time.

@@ -6,13 +6,14 @@
 
 #include "bench/predict_bench.h"
 #include "harness/core/files.h"
+#include "harness/predict/results.h"
 #include "harness/driver/driver.h"
 #include "harness/driver/table.h"
 
 namespace {
 
 struct Options {
-  std::string sweep, model, compute = "none", trace;
+  std::string sweep, model, compute = "none", trace, measured;
   int64_t ranks = 0, layers = 16, prefetch = 1;
   double params = 16e6, bucket_mb = 25;
   zb::Optimizer optimizer = zb::Optimizer::adam;
@@ -24,6 +25,7 @@ struct Options {
 struct Row {
   std::string stage;
   zb::StepPrediction p;
+  const std::map<std::string, double>* measured;
 };
 
 }  // namespace
@@ -51,6 +53,8 @@ int main(int argc, char** argv) {
                zb::Choices<bool>{{"on", true}, {"off", false}});
   f.add_int("prefetch", &opt.prefetch, "z3: layers all-gathered ahead of the one computing", 0, 64);
   f.add_string("trace", &opt.trace, "write the predicted step as a Chrome trace here (PATH_<stage> for several)");
+  f.add_string("measured", &opt.measured, "zb_zero results JSON of the same configuration: report each "
+               "prediction's error against the measured step");
   int code = driver.init(argc, argv);
   if (code >= 0) return code;
 
@@ -68,6 +72,8 @@ int main(int argc, char** argv) {
     s = zb::Status::error("--ranks=" + std::to_string(ranks) + " but the sweep was measured at " +
                           std::to_string(sweep.ranks()) + " ranks; sweep at the rank count you predict");
   if (s && !opt.trace.empty()) s = zb::check_output_path("--trace", opt.trace);
+  zb::Results measured;
+  if (s && !opt.measured.empty()) s = zb::load_results(opt.measured, "--measured", &measured);
   if (!s) {
     if (driver.root()) std::fprintf(stderr, "zb_predict: %s\n", s.message().c_str());
     return 2;
@@ -95,10 +101,12 @@ int main(int argc, char** argv) {
     std::string name = "zero/stage:" + stage + "/params:" + std::to_string(model.params()) + "/layers:" +
                        std::to_string(model.layers.size()) + "/optimizer:" + zb::optimizer_name(opt.optimizer) +
                        "/grad:" + zb::dtype_name(opt.grad_dtype) + "/compute:" + opt.compute + "/overlap:" + overlap;
+    auto found = measured.benchmarks.find(name);
+    if (found != measured.benchmarks.end()) setup.measured = &found->second;
     driver.add(name, [&, setup, stage](zb::Run& run) -> zb::Status {
       zb::StepPrediction p;
       ZB_RETURN_IF_ERROR(zb::run_predict_benchmark(run, setup, &p));
-      rows.push_back({stage, p});
+      rows.push_back({stage, p, setup.measured});
       return zb::Status::ok();
     });
   }
@@ -108,10 +116,14 @@ int main(int argc, char** argv) {
     std::printf("\n# zb_predict: %d ranks, %s, Psi = %.0f, compute %s, overlap %s, sweep %s (%s)\n", ranks,
                 model.description.c_str(), double(model.params()), opt.compute.c_str(), overlap.c_str(),
                 opt.sweep.c_str(), sweep.description().c_str());
-    zb::Table table({"stage", "collectives", "comm(ms)", "compute(ms)", "exposed(ms)", "step(ms)", "extrapolated"});
-    for (const auto& [stage, p] : rows)
-      table.add_row({stage, std::to_string(p.collectives), zb::fmt(p.comm_s * 1e3, 3), zb::fmt(p.compute_s * 1e3, 3),
-                     zb::fmt(p.exposed_s * 1e3, 3), zb::fmt(p.step_s * 1e3, 3), p.extrapolated ? "yes" : "no"});
+    zb::Table table({"stage", "collectives", "comm(ms)", "measured", "compute(ms)", "exposed(ms)", "measured",
+                     "step(ms)", "extrapolated"});
+    for (const auto& [stage, p, m] : rows) {
+      auto at = [&](const char* key) { return m && m->count(key) ? m->at(key) * 1e3 : NAN; };
+      table.add_row({stage, std::to_string(p.collectives), zb::fmt(p.comm_s * 1e3, 3), zb::fmt(at("comm_s"), 3),
+                     zb::fmt(p.compute_s * 1e3, 3), zb::fmt(p.exposed_s * 1e3, 3), zb::fmt(at("exposed_comm_s"), 3),
+                     zb::fmt(p.step_s * 1e3, 3), p.extrapolated ? "yes" : "no"});
+    }
     table.print(stdout);
     std::printf("# comm: the step's collectives back to back; exposed: time compute waits for them in the "
                 "replay; the synthetic backward and the optimizer's update are not modelled\n");

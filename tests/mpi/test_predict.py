@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from zbrun import benchmarks, run_json, run_single, stderr_lines
+from zbrun import benchmarks, mpirun, run_json, run_single, stderr_lines
 
 MODEL = ["--params=1000003", "--layers=6", "--bucket-mb=0.5"]
 ALPHA, BETA = 20e-6, 1e-9  # 20 us + 1 ns per byte, for every op
@@ -51,9 +51,13 @@ def collectives(trace, rank=0):
 def test_the_recorder_sees_exactly_the_collectives_of_a_real_step(np):
     with tempfile.TemporaryDirectory() as tmp:
         sweep = write(tmp, "sweep.json", sweep_doc(np))
-        real, _ = run_json(np, "zb_zero", [*MODEL, "--compute=sleep:100", "--iters=2", "--warmup=1",
-                                           "--no-check", f"--trace={tmp}/real.json"])
-        pred, _ = predict(sweep, [*MODEL, "--compute=sleep:100", f"--trace={tmp}/pred.json"])
+        proc = mpirun(np, "zb_zero", [*MODEL, "--compute=sleep:100", "--iters=2", "--warmup=1", "--no-check",
+                                      f"--trace={tmp}/real.json", f"--json={tmp}/real_bench.json"])
+        assert proc.returncode == 0, proc.stderr
+        with open(f"{tmp}/real_bench.json") as f:
+            real = json.load(f)
+        pred, _ = predict(sweep, [*MODEL, "--compute=sleep:100", f"--trace={tmp}/pred.json",
+                                  f"--measured={tmp}/real_bench.json"])
         for stage in ("dp", "z1", "z2", "z3"):
             with open(f"{tmp}/real_{stage}.json") as f:
                 measured = json.load(f)
@@ -66,6 +70,11 @@ def test_the_recorder_sees_exactly_the_collectives_of_a_real_step(np):
     assert set(pred_rows) == set(real_rows)
     for name, b in pred_rows.items():
         assert b["volume_psi"] == real_rows[name]["volume_psi"], name
+        # Held against the measured step of the same name: its numbers, and the error.
+        assert b["comm_s_measured"] == pytest.approx(real_rows[name]["comm_s"], rel=1e-12)
+        assert b["comm_error"] == pytest.approx(b["comm_s"] / b["comm_s_measured"] - 1, rel=1e-9, abs=1e-12)
+        assert b["exposed_error_s"] == pytest.approx(b["exposed_comm_s"] - real_rows[name]["exposed_comm_s"],
+                                                     rel=1e-9, abs=1e-12)
 
 
 def test_an_exact_alpha_beta_sweep_gives_exactly_its_sum():
@@ -118,7 +127,8 @@ BAD = [["--params=1e6"],                            # no --sweep
        ["--sweep=SWEEP", "--ranks=4"],              # the sweep is at 2 ranks
        ["--sweep=SWEEP", "--compute=gemm:64"],
        ["--sweep=SWEEP", "--stages=z9"],
-       ["--sweep=SWEEP", "--trace=/no/such/dir/t.json"]]
+       ["--sweep=SWEEP", "--trace=/no/such/dir/t.json"],
+       ["--sweep=SWEEP", "--measured=/no/such.json"]]
 
 
 @pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))

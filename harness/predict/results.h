@@ -1,0 +1,23 @@
+// Google Benchmark results read back: per benchmark, each counter (and the time) as the file
+// summarises it, for the predictor's inputs (a sweep) and its check (a measured step).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "harness/core/status.h"
+
+namespace zb {
+
+struct Results {
+  std::map<std::string, std::string> context;
+  // Benchmark name (without Google Benchmark's /iterations:... suffix) -> counter -> value.
+  // "real_time_s" is the time in seconds. The median over repetitions where the file has
+  // that aggregate, else the mean of the runs; counters that are not numbers are left out.
+  std::map<std::string, std::map<std::string, double>> benchmarks;
+};
+
+// `what` names the input in errors ("--sweep").
+Status load_results(const std::string& path, const std::string& what, Results* out);
+
+}  // namespace zb
