@@ -19,6 +19,10 @@ summary.md. Results go to results/<UTC stamp>_<host>/:
   zero.json          zb_zero, all four stages on the fastest transport, with compute and
                      overlap: time, exposed communication, memory; trace_<stage>.json timelines
   zero_sweep.json    zb_zero --compute-sweep: exposed communication against compute
+  predict_sweep.json zb_collectives per iteration through the communication thread: what the
+                     step's collectives cost as the step issues them
+  predict.json       zb_predict: each stage of zero.json predicted from predict_sweep.json,
+                     with the error against what zero.json measured
   optimizer.json     zb_optimizer: kernels against the memory-bandwidth limit, step per stage
   plan.json          zb_plan: memory per GPU against N = 1..1024 for a 7e9-parameter model
   manifest.json      revision, command lines, versions, hardware, algorithm settings
@@ -33,8 +37,8 @@ options:
   --out=DIR          results folder (default results/<UTC stamp>_<host>)
   --repetitions=N    repeat every Google Benchmark benchmark N times (default 5, or 3 with
                      --quick): figures and summary.md show the median and the spread
-  --only=A,B         run only these: collectives, zero (both zb_zero runs), sweep,
-                     optimizer, plan
+  --only=A,B         run only these: collectives, zero (both zb_zero runs), predict (needs
+                     zero), sweep, optimizer, plan
   --compare=DIR      compare this run with a baseline results folder (for example
                      results/baselines/<name>) through plots/compare.py; writes compare.md
                      into the results folder, prints it, and exits 1 on a regression
@@ -80,7 +84,7 @@ for arg in "$@"; do
     *) die2 "unknown option '$arg' (see --help)" ;;
   esac
 done
-all_benches=(collectives zero sweep optimizer plan)
+all_benches=(collectives zero predict sweep optimizer plan)
 [[ -z $np || $np =~ ^[1-9][0-9]*$ ]] || die2 "--np must be a positive integer, not '$np'"
 [[ -z $reps || $reps =~ ^[1-9][0-9]*$ ]] || die2 "--repetitions must be a positive integer, not '$reps'"
 reps=${reps:-$( ((quick)) && echo 3 || echo 5)}
@@ -162,7 +166,7 @@ else
 fi
 
 # A reused folder: drop what this script writes, so nothing stale passes for this run's.
-rm -f "$out"/{collectives,zero_wire,zero,zero_sweep,optimizer,plan,manifest}.json "$out"/trace_*.json \
+rm -f "$out"/{collectives,zero_wire,zero,predict_sweep,predict,zero_sweep,optimizer,plan,manifest}.json "$out"/trace_*.json \
   "$out"/summary.md "$out"/compare.md
 runs_tsv=$out/logs/runs.tsv
 : >"$runs_tsv"
@@ -237,6 +241,9 @@ else
   sweep=(--iters=5 --warmup=2 --compute-sweep=0,100,300,1000,3000,10000)
   opt_args=(--iters=10 --warmup=3)
 fi
+# The predictor's sweep reaches past the model's largest collective (a bucket or a layer).
+predict_max=$( ((quick)) && echo 4M || echo 8M)
+[[ $backend == nccl ]] && predict_max=$( ((quick)) && echo 64M || echo 256M)
 if [[ $backend == nccl ]]; then
   compute=(--compute=gemm:$( ((quick)) && echo 512 || echo 4096)) sweep_kind=(--compute=spin:0)
 else
@@ -259,6 +266,25 @@ if selected zero; then
   fi
   mpi_bench zero zb_zero "${model[@]}" "${zero_iters[@]}" "${compute[@]}" --overlap=on \
     --trace="$out/trace.json"
+fi
+
+# The step predicted from a sweep of its own collectives, timed as the step issues them (one
+# at a time, through the communication thread), for the model and compute zero.json measured;
+# GEMM compute has no model, so on GPUs only the communication is predicted.
+if selected predict; then
+  if [[ ! -x $bin/zb_predict ]]; then
+    skip predict "$bin/zb_predict not built"
+  else
+    mpi_bench predict_sweep zb_collectives --timing=per-iter --progress=thread --min-bytes=64K \
+      --max-bytes="$predict_max" --step-factor=2 --iters=$( ((quick)) && echo 5 || echo 10) --warmup=2
+    predict_compute=("${compute[@]}")
+    [[ ${compute[0]} == --compute=gemm* ]] && predict_compute=(--compute=none)
+    measured=()
+    [[ -f $out/zero.json ]] && measured=(--measured="$out/zero.json")
+    [[ -f $out/predict_sweep.json ]] && run_bench predict predict.json "" "$bin/zb_predict" \
+      --sweep="$out/predict_sweep.json" "${model[@]}" "${predict_compute[@]}" --overlap=on \
+      "${measured[@]}" --json="$out/predict.json"
+  fi
 fi
 
 selected sweep && mpi_bench zero_sweep zb_zero "${model[@]}" "${sweep[@]}" "${sweep_kind[@]}" --overlap=on

@@ -177,6 +177,25 @@ def sweep_section(results):
                    "exposed comm (ms)", "overlap"], rows), ""] + repetitions_line(picks.values())
 
 
+def predict_section(results):
+    picks = load(results, "predict.json")
+    if not picks:
+        return []
+    rows = []
+    for stage, p in sorted(by_stage(picks).items(), key=lambda kv: STAGES.index(kv[0]) if kv[0] in STAGES else 9):
+        pct = lambda v: "n/a" if math.isnan(v) else f"{v * 100:+.1f}%"  # noqa: E731
+        rows.append([stage, fmt(p.value("collectives"), 0), ms(p.value("comm_s")), ms(p.value("comm_s_measured")),
+                     pct(p.value("comm_error")), ms(p.value("exposed_comm_s")),
+                     ms(p.value("exposed_comm_s_measured")), pct(p.value("exposed_error")),
+                     "yes" if p.value("extrapolated") == 1 else "no"])
+    return ["## Prediction: each stage from the collective sweep (zb_predict)", "",
+            table(["stage", "collectives", "comm predicted (ms)", "measured", "error",
+                   "exposed predicted (ms)", "measured", "error", "extrapolated"], rows), "",
+            "- Predicted from `predict_sweep.json` (each collective timed as the step issues it) "
+            "replayed on the step's own schedule; measured: `zero.json`. Error: predicted / "
+            "measured - 1, computed by zb_predict.", ""]
+
+
 OPT_COLUMNS = [("params", "params", 0), ("params_per_s", "params/s", 4), ("GBps", "GB/s", 2),
                ("limit_GBps", "limit GB/s", 2), ("frac_of_limit", "of limit", 3),
                ("reduce_s", "reduce (ms)", None), ("update_s", "update (ms)", None),
@@ -274,8 +293,8 @@ def main(argv=None):
         return 2
     try:
         lines = header(args.results)
-        for section in (zero_section, collectives_section, sweep_section, optimizer_section,
-                        plan_section, figures):
+        for section in (zero_section, predict_section, collectives_section, sweep_section,
+                        optimizer_section, plan_section, figures):
             lines += section(args.results)
     except gbjson.InputError as e:
         print(f"summary: error: {e}", file=sys.stderr)

@@ -13,6 +13,7 @@ import figstyle  # noqa: E402  (selects the Agg backend before any figure module
 import fig_collectives  # noqa: E402
 import fig_optimizer  # noqa: E402
 import fig_plan  # noqa: E402
+import fig_predict  # noqa: E402
 import fig_sweep  # noqa: E402
 import fig_trace  # noqa: E402
 import fig_zero  # noqa: E402
@@ -38,6 +39,7 @@ FIGURES = [
     (("zero_wire.json", "zero.json"), _gb, fig_zero.volume),
     ("zero.json", _gb, fig_zero.step_time),
     ("zero_sweep.json", _gb, fig_sweep.exposed_vs_ratio),
+    ("predict.json", _gb, fig_predict.predicted_vs_measured),
     ("optimizer.json", _gb, fig_optimizer.bandwidth),
     ("plan.json", _checked(fig_plan.check), fig_plan.memory),
 ]
