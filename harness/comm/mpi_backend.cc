@@ -179,7 +179,10 @@ class MpiCommunicator final : public Communicator {
   Status run_on_caller(Task task) {
     if (failed_.load()) return failure_;
     task.seq = ++issued_;
-    caller_task_ = task;
+    {
+      std::lock_guard<std::mutex> lock(caller_mu_);  // uncontended: a few nanoseconds
+      caller_task_ = task;
+    }
     caller_seq_.store(task.seq, std::memory_order_release);
     Status s = execute(task);
     caller_seq_.store(0, std::memory_order_release);
@@ -198,8 +201,12 @@ class MpiCommunicator final : public Communicator {
       return;
     }
     if (now - watched_since_ <= timeout_s_) return;
-    Task task = caller_task_;
-    if (caller_seq_.load(std::memory_order_acquire) != seq) return;  // it has moved on
+    Task task;
+    {
+      std::lock_guard<std::mutex> lock(caller_mu_);
+      task = caller_task_;
+    }
+    if (task.seq != seq) return;  // it has moved on
     timeout_handler_(timeout_error(what(task)));
   }
 
@@ -331,7 +338,9 @@ class MpiCommunicator final : public Communicator {
   Status failure_;                        // under mu_ once failed_ is set
   bool parked_ = false;                   // under mu_
   std::atomic<bool> caller_progress_{false};
-  Task caller_task_{};                    // the collective running on the caller, if any,
+  std::mutex caller_mu_;
+  Task caller_task_{};                    // under caller_mu_: the collective running on the
+                                          // caller, if any,
   std::atomic<uint64_t> caller_seq_{0};   // and its number (0: none)
   uint64_t watched_seq_ = 0;              // the watchdog's: what it saw running, since when
   double watched_since_ = 0;
