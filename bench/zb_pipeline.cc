@@ -19,7 +19,7 @@ struct Options {
   std::string model, compute = "none", trace, microbatches = "4";
   zb::Optimizer optimizer = zb::Optimizer::adam;
   zb::DType grad_dtype = zb::DType::bf16;
-  bool check = true;
+  bool check = true, split = true;
   std::vector<zb::Stage> strategies = zb::pipeline_stages();
 };
 
@@ -86,6 +86,8 @@ int main(int argc, char** argv) {
   for (zb::Stage s : zb::pipeline_stages()) strategies.push_back({zb::stage_name(s), s});
   f.add_list("strategies", &opt.strategies, "strategies to run", strategies);
   f.add_bool("check", &opt.check, "compare the final state with a single-process reference");
+  f.add_bool("split", &opt.split, "also time compute alone, communication alone, one chunk's reduction and "
+             "the gathers (--no-split: volumes and memory only)");
   f.add_string("compute", &opt.compute, "per-layer compute: none, sleep:US, spin:US or gemm:TOKENS "
                "(forward; backward twice as long)");
   f.add_string("trace", &opt.trace, "write a Chrome trace of one step of every rank here");
@@ -128,6 +130,7 @@ int main(int argc, char** argv) {
       setup.model = &model;
       setup.compute = compute_spec;
       setup.check = opt.check;
+      setup.split = opt.split;
       setup.measure_wire = measurable;
       setup.config.stage = st;
       setup.config.optimizer.kind = opt.optimizer;
