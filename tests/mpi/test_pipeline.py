@@ -40,7 +40,7 @@ CHECKED = [
 @pytest.mark.parametrize("np,flags,ms", CHECKED, ids=lambda v: str(v) if isinstance(v, int) else None)
 def test_every_strategy_matches_the_reference(np, flags, ms):
     data, proc = run_json(np, "zb_pipeline", [*flags, "--microbatches=" + ",".join(map(str, ms)),
-                                             "--iters=2", "--warmup=1"])
+                                             "--iters=2", "--warmup=1", "--no-split"])
     got = rows(data)
     assert set(got) == {(s, m) for s in STRATEGIES for m in ms}, proc.stdout
     for (strategy, m), b in got.items():
@@ -60,7 +60,8 @@ def test_every_strategy_matches_the_reference(np, flags, ms):
 
 def test_volume_is_exact_when_the_buckets_divide():
     data, _ = run_json(2, "zb_pipeline", ["--params=400000", "--layers=8", "--bucket-mb=0.1",
-                                          "--microbatches=2,4", "--iters=1", "--warmup=0", "--no-check"])
+                                          "--microbatches=2,4", "--iters=1", "--warmup=0", "--no-check",
+                                          "--no-split"])
     for (strategy, m), b in rows(data).items():
         assert b["padding"] == 0
         assert b["volume_psi"] == volume(strategy, m), (strategy, m)
@@ -68,7 +69,8 @@ def test_volume_is_exact_when_the_buckets_divide():
 
 def test_measured_volume_over_tcp_ring_is_2_2_and_m_plus_1():
     data, proc = run_json(4, "zb_pipeline", ["--params=2e6", "--layers=8", "--microbatches=2,4",
-                                             "--iters=1", "--warmup=0", "--no-check"], mca=TCP_RING)
+                                             "--iters=1", "--warmup=0", "--no-check", "--no-split"],
+                       mca=TCP_RING)
     for (strategy, m), b in rows(data).items():
         assert not is_nan(b["volume_psi_measured"]), proc.stdout
         assert b["volume_psi_measured"] == pytest.approx(volume(strategy, m), rel=0.01), (strategy, m)
@@ -79,7 +81,7 @@ def test_memory_matches_the_formula_and_z2_gradients_do_not_grow_with_m(np, opti
     data, proc = run_json(np, "zb_pipeline", ["--params=4e6", "--layers=16", "--bucket-mb=0.25",
                                               f"--optimizer={optimizer}", f"--grad-dtype={grad}",
                                               "--microbatches=2,8", "--iters=1", "--warmup=0",
-                                              "--no-check"])
+                                              "--no-check", "--no-split"])
     w, g, o = 2, 2 if grad == "bf16" else 4, 12 if optimizer == "adam" else 8
     formula = {"dp": w + g + o, "z1": w + g + o / np, "z2": w + (g + o) / np}
     got = rows(data)
@@ -112,7 +114,7 @@ def traces():
         path = os.path.join(tmp, "trace.json")
         run_json(2, "zb_pipeline", ["--params=400000", "--layers=8", "--chunks=2", "--pp=1",
                                     "--microbatches=3", "--compute=sleep:200", "--iters=1",
-                                    "--warmup=1", "--no-check", f"--trace={path}"],
+                                    "--warmup=1", "--no-check", "--no-split", f"--trace={path}"],
                  mca=["--bind-to", "none"])
         out = {}
         for strategy in STRATEGIES:
@@ -166,7 +168,7 @@ def test_waits_add_up_to_the_exposed_time_and_the_tail_is_part_of_it(traces):
 
 def test_a_corrupted_gradient_fails_the_check():
     data, proc = run_json(2, "zb_pipeline", ["--params=10000", "--layers=4", "--iters=2", "--warmup=0",
-                                             "--fault-corrupt=1"], expect_rc=1)
+                                             "--no-split", "--fault-corrupt=1"], expect_rc=1)
     for key, b in rows(data).items():
         assert b["wrong"] >= 1, key
     assert "differ from the reference" in proc.stderr
