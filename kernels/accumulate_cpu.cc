@@ -24,31 +24,37 @@ static void add(G* g, size_t i, float v) {
 }
 
 // Above 16 ranks a rank contributes to every stride-th element only (synthetic.h) and adds
-// exactly zero to the rest, so only those are visited. Otherwise one hash serves a group of 8
-// elements, as in synthetic_grad_cpu, so accumulating costs about what writing does.
+// exactly zero to the rest, so only those are visited. Otherwise the gradient is written a
+// block at a time by synthetic_grad_cpu's fast loop into a buffer on the stack and added from
+// there, so accumulating costs little more than writing.
 template <typename G>
-static void accumulate_loop(const Bf16* w, G* g, size_t n, uint64_t first, int rank, int ranks,
-                            int64_t step) {
+static void accumulate_loop(const Bf16* w, G* g, DType dtype, size_t n, uint64_t first, int rank,
+                            int ranks, int64_t step) {
   const uint64_t stride = ranks <= 16 ? 1 : uint64_t(ranks + 15) / 16;
   if (stride > 1) {
     for (size_t i = (stride - (uint64_t(rank) + first) % stride) % stride; i < n; i += stride)
       add(g, i, synthetic_grad(w[i], rank, ranks, step, first + i));
     return;
   }
-  uint64_t hash = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t index = first + i;
-    if (i == 0 || (index & 7) == 0) hash = grad_group_hash(rank, step, index);
-    add(g, i, synthetic_grad_hashed(w[i], rank, ranks, index, hash));
+  constexpr size_t kBlock = 1024;
+  G block[kBlock];
+  for (size_t i = 0; i < n; i += kBlock) {
+    const size_t len = n - i < kBlock ? n - i : kBlock;
+    synthetic_grad_cpu(w + i, block, dtype, len, first + i, rank, ranks, step);
+    if constexpr (sizeof(G) == 2) {
+      for (size_t j = 0; j < len; ++j) g[i + j] = bf16_add(g[i + j], block[j]);
+    } else {
+      for (size_t j = 0; j < len; ++j) g[i + j] += block[j];
+    }
   }
 }
 
 void synthetic_grad_accumulate_cpu(const Bf16* weights, void* grad, DType dtype, size_t n,
                                    uint64_t first, int rank, int ranks, int64_t step) {
   if (dtype == DType::bf16)
-    accumulate_loop(weights, static_cast<Bf16*>(grad), n, first, rank, ranks, step);
+    accumulate_loop(weights, static_cast<Bf16*>(grad), dtype, n, first, rank, ranks, step);
   else
-    accumulate_loop(weights, static_cast<float*>(grad), n, first, rank, ranks, step);
+    accumulate_loop(weights, static_cast<float*>(grad), dtype, n, first, rank, ranks, step);
 }
 
 }  // namespace zb
