@@ -25,6 +25,10 @@ summary.md. Results go to results/<UTC stamp>_<host>/:
                      with the error against what zero.json measured
   optimizer.json     zb_optimizer: kernels against the memory-bandwidth limit, step per stage
   plan.json          zb_plan: memory per GPU against N = 1..1024 for a 7e9-parameter model
+  pipeline_wire.json zb_pipeline, dp, z1 and z2 over M micro-batches, over sockets with ring
+                     algorithms: volumes measured at the sockets (skipped like zero_wire)
+  pipeline.json      zb_pipeline on the fastest transport with compute: memory, gradient
+                     memory, time, exposed and tail communication; trace_pipeline_z2.json
   manifest.json      revision, command lines, versions, hardware, algorithm settings
   logs/ figures/ summary.md (and compare.md with --compare)
 
@@ -38,7 +42,7 @@ options:
   --repetitions=N    repeat every Google Benchmark benchmark N times (default 5, or 3 with
                      --quick): figures and summary.md show the median and the spread
   --only=A,B         run only these: collectives, zero (both zb_zero runs), predict (needs
-                     zero), sweep, optimizer, plan
+                     zero), sweep, optimizer, plan, pipeline (all three zb_pipeline runs)
   --compare=DIR      compare this run with a baseline results folder (for example
                      results/baselines/<name>) through plots/compare.py; writes compare.md
                      into the results folder, prints it, and exits 1 on a regression
@@ -84,7 +88,7 @@ for arg in "$@"; do
     *) die2 "unknown option '$arg' (see --help)" ;;
   esac
 done
-all_benches=(collectives zero predict sweep optimizer plan)
+all_benches=(collectives zero predict sweep optimizer plan pipeline)
 [[ -z $np || $np =~ ^[1-9][0-9]*$ ]] || die2 "--np must be a positive integer, not '$np'"
 [[ -z $reps || $reps =~ ^[1-9][0-9]*$ ]] || die2 "--repetitions must be a positive integer, not '$reps'"
 reps=${reps:-$( ((quick)) && echo 3 || echo 5)}
@@ -166,7 +170,7 @@ else
 fi
 
 # A reused folder: drop what this script writes, so nothing stale passes for this run's.
-rm -f "$out"/{collectives,zero_wire,zero,predict_sweep,predict,zero_sweep,optimizer,plan,manifest}.json "$out"/trace_*.json \
+rm -f "$out"/{collectives,zero_wire,zero,predict_sweep,predict,zero_sweep,optimizer,plan,manifest,pipeline_wire,pipeline}.json "$out"/trace_*.json \
   "$out"/summary.md "$out"/compare.md
 runs_tsv=$out/logs/runs.tsv
 : >"$runs_tsv"
@@ -244,6 +248,19 @@ fi
 # The predictor's sweep reaches past the model's largest collective (a bucket or a layer).
 predict_max=$( ((quick)) && echo 4M || echo 8M)
 [[ $backend == nccl ]] && predict_max=$( ((quick)) && echo 64M || echo 256M)
+# The pipeline: 2 pipeline ranks of 2 chunks each, every data-parallel rank playing rank 0 (the
+# one with the longest warm-up), micro-batches swept for the volume and memory against M.
+# --quick times one M only; its socket run still sweeps M for the figure.
+pipe_timed=()
+if ((quick)); then
+  pipe=(--params=1e6 --layers=8 --pp=2 --chunks=2 --microbatches=2,4,8 --iters=3 --warmup=1)
+  [[ $backend == nccl ]] && pipe=(--params=64e6 --layers=16 --pp=2 --chunks=2 --microbatches=2,4,8 --iters=3 --warmup=1)
+  pipe_timed=(--microbatches=4)
+elif [[ $backend == nccl ]]; then
+  pipe=(--params=5e8 --layers=32 --pp=2 --chunks=2 --microbatches=2,4,8,16 --iters=5 --warmup=2)
+else
+  pipe=(--params=16e6 --layers=32 --pp=2 --chunks=2 --microbatches=2,4,8,16 --iters=5 --warmup=2)
+fi
 if [[ $backend == nccl ]]; then
   compute=(--compute=gemm:$( ((quick)) && echo 512 || echo 4096)) sweep_kind=(--compute=spin:0)
 else
@@ -290,6 +307,31 @@ fi
 selected sweep && mpi_bench zero_sweep zb_zero "${model[@]}" "${sweep[@]}" "${sweep_kind[@]}" --overlap=on
 
 selected optimizer && mpi_bench optimizer zb_optimizer "${opt_args[@]}"
+
+# wire_bench LABEL BINARY ARGS...: over the socket transport, so volumes are measured at the
+# sockets; skipped with one rank, where nothing crosses a wire.
+wire_bench() {
+  local label=$1 binary=$bin/$2
+  shift 2
+  [[ -n $wire_note ]] && { skip "$label" "$wire_note"; return; }
+  [[ -x $binary ]] || { skip "$label" "$binary not built"; return; }
+  local prefix=()
+  ((${#wire_env[@]})) && prefix=(env "${wire_env[@]}")
+  run_bench "$label" "$label.json" "${wire_env[*]:-${wire_mca[*]}}" "${prefix[@]}" "${launch[@]}" \
+    "${wire_mca[@]}" "$binary" --backend="$backend" --json="$out/$label.json" "${rep_args[@]}" "$@"
+}
+
+if selected pipeline; then
+  # Volumes and memory need neither repetitions, nor many steps, nor the split timings.
+  wire_bench pipeline_wire zb_pipeline "${pipe[@]}" --iters=1 --warmup=0 --no-split --benchmark_repetitions=1
+  mpi_bench pipeline zb_pipeline "${pipe[@]}" "${pipe_timed[@]}" "${compute[@]}"
+  # One traced z2 step at M = 4: the reduce-scatters between backward chunks (no JSON).
+  if [[ -x $bin/zb_pipeline ]]; then
+    run_bench pipeline_trace "" "" "${launch[@]}" "$bin/zb_pipeline" --backend="$backend" \
+      "${pipe[@]}" --microbatches=4 --strategies=z2 --iters=1 --warmup=1 "${compute[@]}" \
+      --trace="$out/trace_pipeline_z2.json"
+  fi
+fi
 
 if selected plan; then
   if [[ -x $bin/zb_plan ]]; then

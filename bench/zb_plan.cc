@@ -5,6 +5,8 @@
 
 #include "harness/core/files.h"
 #include "harness/driver/flags.h"
+#include "harness/zero/pipeline_formula.h"
+#include "harness/zero/pipeline_plan.h"
 #include "harness/zero/plan.h"
 #include "kernels/dtype.h"
 
@@ -14,6 +16,7 @@ struct Options {
   double params = 0;
   std::string dp_text, json_path;
   int64_t world = 0, tp = 1, pp = 1, ep = 1;
+  int64_t microbatches = 0, chunks = 1;  // pipeline rows when microbatches > 0
   double expert_fraction = 0;
   zb::Optimizer optimizer = zb::Optimizer::adam;
   zb::DType grad_dtype = zb::DType::bf16;
@@ -79,6 +82,10 @@ int main(int argc, char** argv) {
                    zb::optimizer_choices());
   flags.add_choice("grad-dtype", &o.grad_dtype, "gradient dtype", zb::dtype_choices());
   flags.add_list("stages", &o.stages, "stages to plan", zb::stage_choices());
+  flags.add_int("microbatches", &o.microbatches,
+                "also plan dp, z1 and pipeline ZeRO-2 accumulating M micro-batches per step", 0, 1 << 20);
+  flags.add_int("chunks", &o.chunks, "with --microbatches: model chunks per GPU (z2's slots hold one)", 1,
+                1 << 20);
   flags.add_string("json", &o.json_path, "also write the rows as JSON to this path");
   flags.allow_benchmark_flags(false);
 
@@ -92,6 +99,12 @@ int main(int argc, char** argv) {
   if (s && o.params == 0) s = zb::Status::error("needs --params=N (e.g. --params=7e9)");
   std::vector<int64_t> dps;
   if (s) s = resolve_dps(o, &dps);
+  std::vector<zb::Stage> piped;
+  for (zb::Stage st : o.stages)
+    if (zb::is_pipeline_stage(st)) piped.push_back(st);
+  if (s && o.chunks != 1 && o.microbatches == 0) s = zb::Status::error("--chunks needs --microbatches=M");
+  if (s && o.microbatches > 0 && piped.empty())
+    s = zb::Status::error("--microbatches plans dp, z1 and z2; --stages names none of them");
 
   zb::Layout layout;
   layout.params = o.params;
@@ -103,6 +116,7 @@ int main(int argc, char** argv) {
   // Every layout is checked before anything is printed, so a bad entry in a
   // --dp list gives one error line and no partial table.
   std::vector<std::vector<zb::PlanRow>> tables;
+  std::vector<std::vector<zb::PipelinePlanRow>> pipeline_tables;
   for (int64_t dp : dps) {
     if (!s) break;
     layout.dp = dp;
@@ -111,6 +125,10 @@ int main(int argc, char** argv) {
     std::vector<zb::PlanRow> rows;
     for (zb::Stage st : o.stages) rows.push_back(zb::plan_row(layout, st));
     tables.push_back(rows);
+    std::vector<zb::PipelinePlanRow> prow;
+    for (zb::Stage st : o.microbatches > 0 ? piped : std::vector<zb::Stage>{})
+      prow.push_back(zb::pipeline_plan_row(layout, st, int(o.microbatches), int(o.chunks)));
+    pipeline_tables.push_back(prow);
   }
   if (!s) {
     std::cerr << "zb_plan: " << s.message() << "\n";
@@ -119,13 +137,19 @@ int main(int argc, char** argv) {
 
   std::cout << zb::format_plan_header(layout);
   std::vector<zb::PlanRow> all_rows;
-  for (const auto& rows : tables) {
-    std::cout << zb::format_plan_table(rows);
-    all_rows.insert(all_rows.end(), rows.begin(), rows.end());
+  std::vector<zb::PipelinePlanRow> all_pipeline;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    std::cout << zb::format_plan_table(tables[i]) << zb::format_pipeline_table(pipeline_tables[i]);
+    all_rows.insert(all_rows.end(), tables[i].begin(), tables[i].end());
+    all_pipeline.insert(all_pipeline.end(), pipeline_tables[i].begin(), pipeline_tables[i].end());
   }
   std::cout.flush();
   if (!o.json_path.empty()) {
-    s = zb::write_file_atomically(o.json_path, zb::plan_json(layout, all_rows));
+    std::string json = zb::plan_json(layout, all_rows);
+    // The pipeline rows join the plan's object as one more member, before its closing brace.
+    if (!all_pipeline.empty())
+      json.insert(json.rfind('}'), ",\n  " + zb::pipeline_plan_json_member(all_pipeline) + "\n");
+    s = zb::write_file_atomically(o.json_path, json);
     if (!s) {
       std::cerr << "zb_plan: " << s.message() << "\n";
       return 1;

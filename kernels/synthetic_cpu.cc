@@ -43,6 +43,14 @@ static void grad_loop(const Bf16* weights, G* g, size_t n, uint64_t first, int r
       i += len;
     }
   }
+  if (ranks > 16) {
+    // Only every stride-th element has a contribution from this rank: zeros, then those.
+    const uint64_t stride = uint64_t(ranks + 15) / 16;
+    for (size_t j = i; j < n; ++j) store(g, j, 0.0f);
+    i += (stride - (uint64_t(rank) + first + i) % stride) % stride;
+    for (; i < n; i += stride) store(g, i, synthetic_grad(weights[i], rank, ranks, step, first + i));
+    return;
+  }
   for (; i < n; ++i) store(g, i, synthetic_grad(weights[i], rank, ranks, step, first + i));
 }
 

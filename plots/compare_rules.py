@@ -9,7 +9,9 @@ from dataclasses import dataclass
 # exact by default, and run_all.sh relaxes it with --tolerance (see TOLERANCE_HELP).
 EXACT = {"wrong", "volume_psi", "bytes_per_param", "bytes_per_param_formula",
          "bytes_per_param_tracked", "bytes_per_param_moved", "params", "ranks", "padding",
-         "state_params", "transient_peak_bytes", "wire_bytes_ideal"}
+         "state_params", "transient_peak_bytes", "wire_bytes_ideal",
+         # zb_pipeline's formulas and counts
+         "volume_psi_formula", "grad_bytes_per_param_formula", "collectives", "microbatches", "chunks"}
 EXACT_REL_TOL = 1e-9
 
 TOLERANCE_HELP = ("METRIC=REL: compare METRIC as an exact (always gated) metric that may differ "

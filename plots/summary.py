@@ -250,6 +250,48 @@ def plan_section(results):
             table(["stage"] + [f"N={d:g}" for d in dps], out), ""]
 
 
+def pipeline_section(results):
+    """Strategy by M: memory and gradient memory (pipeline.json), volume (pipeline_wire.json when
+    present), step, exposed and tail communication."""
+    timed_picks, wire = load(results, "pipeline.json"), load(results, "pipeline_wire.json")
+    if timed_picks is None and wire is None:
+        return []
+
+    def keyed(picks):
+        return {(p.params.get("stage"), gbjson.number(p.params.get("microbatches"))): p
+                for p in (picks or {}).values() if p.family == "pipeline"}
+
+    t, w = keyed(timed_picks), keyed(wire)
+    rows = []
+    for key in sorted(set(t) | set(w), key=lambda k: (STAGES.index(k[0]) if k[0] in STAGES else 9, k[1] or 0)):
+        tp, wp = t.get(key), w.get(key)
+        mem = tp if tp is not None else wp
+        vol = wp if wp is not None else tp
+        rows.append([key[0], fmt(key[1], 0), fmt(value(mem, "bytes_per_param_formula")),
+                     fmt(value(mem, "bytes_per_param")), fmt(value(mem, "grad_bytes_per_param_formula")),
+                     fmt(value(mem, "grad_bytes_per_param")), fmt(value(vol, "volume_psi_formula"), 4),
+                     fmt(value(vol, "volume_psi_measured"), 4), timed(tp, "step_s", ms),
+                     timed(tp, "exposed_comm_s", ms), timed(tp, "tail_comm_s", ms),
+                     " / ".join(fmt(value(p, "wrong"), 0) for p in (wp, tp))])
+    head = ["strategy", "M", "bytes/param formula", "measured", "grad bytes/param formula", "measured",
+            "volume ideal (Ψ)", "measured (Ψ)", "step (ms)", "exposed comm (ms)", "tail (ms)",
+            "wrong (wire / time)"]
+    first = next(iter((timed_picks or wire).values()), None)
+    out = ["## Pipeline: dp, z1 and pipeline ZeRO-2 against micro-batches (zb_pipeline)", ""]
+    if first is not None:
+        params = [f"{k}:{first.params[k]}" for k in ("params", "chunks", "pp", "pp_rank", "optimizer", "grad")
+                  if k in first.params]
+        out += [f"Model {', '.join(params)}; N = {fmt(first.value('ranks'), 0)} ranks; per parameter of the "
+                "pipeline stage. Volume ideal: 2, 2 and M + 1.", ""]
+    out += [table(head, rows), "",
+            "- grad bytes/param: the accumulation buffer (dp, z1) or the own shard and two slots (z2), "
+            "measured like the state. Exposed: the time compute waited for communication; tail: the part "
+            "after the last backward."]
+    out.append("- volume: pipeline_wire.json, measured at the sockets." if wire is not None
+               else "- volume: pipeline.json (no socket run).")
+    return out + [""] + repetitions_line(t.values())
+
+
 def header(results):
     man = {}
     path = os.path.join(results, "manifest.json")
@@ -294,7 +336,7 @@ def main(argv=None):
     try:
         lines = header(args.results)
         for section in (zero_section, predict_section, collectives_section, sweep_section,
-                        optimizer_section, plan_section, figures):
+                        optimizer_section, plan_section, pipeline_section, figures):
             lines += section(args.results)
     except gbjson.InputError as e:
         print(f"summary: error: {e}", file=sys.stderr)

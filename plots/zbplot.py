@@ -12,6 +12,7 @@ import gbjson  # noqa: E402
 import figstyle  # noqa: E402  (selects the Agg backend before any figure module)
 import fig_collectives  # noqa: E402
 import fig_optimizer  # noqa: E402
+import fig_pipeline  # noqa: E402
 import fig_plan  # noqa: E402
 import fig_predict  # noqa: E402
 import fig_sweep  # noqa: E402
@@ -42,6 +43,7 @@ FIGURES = [
     ("predict.json", _gb, fig_predict.predicted_vs_measured),
     ("optimizer.json", _gb, fig_optimizer.bandwidth),
     ("plan.json", _checked(fig_plan.check), fig_plan.memory),
+    (("pipeline_wire.json", "pipeline.json"), _gb, fig_pipeline.microbatches),
 ]
 
 

@@ -189,6 +189,10 @@ run_path overlap zb_zero --model=gpt:layers=8,hidden=2048,vocab=32000 --compute=
 # and the optimizer step of every stage, checked bit for bit.
 run_path optimizer zb_optimizer --min-params=16M --max-params=256M --step-factor=4 \
   --step-params=64M --iters=10 --warmup=3
+# dp, z1 and pipeline ZeRO-2 over 2 and 8 micro-batches of 2 chunks with GEMM compute: the
+# accumulation kernels and the stream waits of the pipeline step, checked bit for bit.
+run_path pipeline zb_pipeline --params=64e6 --layers=16 --pp=2 --chunks=2 --microbatches=2,8 \
+  --compute=gemm:1024 --iters=3 --warmup=1
 
 # PyTorch's fused AdamW doing the same work at the same sizes: ours/torch (> 1: ours faster).
 for grad in bf16 fp32; do

@@ -114,12 +114,28 @@ def overlap(results, logs):
     return out if len(out) > 1 else ["overlap: n/a (no stages in overlap.json)"]
 
 
+def pipeline(results, logs):
+    out = []
+    for r in runs_of(results, "pipeline.json"):
+        c, p = r.counters, r.params
+        ms = {k: c.get(k, math.nan) * 1e3 for k in ("step_s", "exposed_comm_s", "tail_comm_s")}
+        out.append(f"pipeline {p.get('stage', '?')} M={p.get('microbatches', '?')}: bytes/param measured "
+                   f"{num(c.get('bytes_per_param', math.nan), '.3f')} formula "
+                   f"{num(c.get('bytes_per_param_formula', math.nan), '.3f')}, grad bytes/param measured "
+                   f"{num(c.get('grad_bytes_per_param', math.nan), '.3f')} formula "
+                   f"{num(c.get('grad_bytes_per_param_formula', math.nan), '.3f')}; step "
+                   f"{num(ms['step_s'], '.2f')} ms, exposed {num(ms['exposed_comm_s'], '.2f')} ms, tail "
+                   f"{num(ms['tail_comm_s'], '.2f')} ms; wrong {num(c.get('wrong'), 'g')}")
+    return out or ["pipeline: n/a (no rows in pipeline.json)"]
+
+
 # (what, function): one entry per GPU path, in the order the check runs them.
 FIGURES = [
     ("NCCL collectives", collectives),
     ("ZeRO stages", zero),
     ("overlap with gemm compute", overlap),
     ("Adam on the GPU", optimizer),
+    ("pipeline ZeRO-2", pipeline),
 ]
 
 

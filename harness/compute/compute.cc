@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "harness/core/clock.h"
+#include "kernels/accumulate.h"
 #include "kernels/synthetic.h"
 
 #ifdef ZB_HAVE_CUDA
@@ -83,6 +84,24 @@ Status Compute::synthetic_grad(const Bf16* weights, void* grad, DType dtype, siz
     return synthetic_grad_cuda(weights, grad, dtype, n, first, rank, ranks, step, ZB_STREAM);
 #endif
   synthetic_grad_cpu(weights, grad, dtype, n, first, rank, ranks, step);
+  return Status::ok();
+}
+
+Status Compute::synthetic_grad_accumulate(const Bf16* weights, void* grad, DType dtype, size_t n,
+                                          uint64_t first, int rank, int ranks, int64_t step) {
+#ifdef ZB_HAVE_CUDA
+  if (kind_ == MemKind::device)
+    return synthetic_grad_accumulate_cuda(weights, grad, dtype, n, first, rank, ranks, step, ZB_STREAM);
+#endif
+  synthetic_grad_accumulate_cpu(weights, grad, dtype, n, first, rank, ranks, step);
+  return Status::ok();
+}
+
+Status Compute::accumulate(void* dst, const void* src, DType dtype, size_t n) {
+#ifdef ZB_HAVE_CUDA
+  if (kind_ == MemKind::device) return accumulate_cuda(dst, src, dtype, n, ZB_STREAM);
+#endif
+  accumulate_cpu(dst, src, dtype, n);
   return Status::ok();
 }
 

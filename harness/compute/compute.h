@@ -26,6 +26,11 @@ class Compute {
   Status init_weights(float* master, Bf16* weights, size_t n, uint64_t first);
   Status synthetic_grad(const Bf16* weights, void* grad, DType dtype, size_t n, uint64_t first,
                         int rank, int ranks, int64_t step);
+  // Micro-batch accumulation: grad += the synthetic gradient (fused, as Megatron's wgrad GEMM
+  // adds into main_grad), and dst += src for n gradient elements (a reduced block into a shard).
+  Status synthetic_grad_accumulate(const Bf16* weights, void* grad, DType dtype, size_t n,
+                                   uint64_t first, int rank, int ranks, int64_t step);
+  Status accumulate(void* dst, const void* src, DType dtype, size_t n);
   // One optimizer step over n elements; `moments` holds m (and v for Adam) back to back.
   Status update(const OptimizerConfig& opt, const void* grad, DType grad_dtype, float* master,
                 float* m, float* v, Bf16* weights, size_t n, int64_t step, float grad_scale);

@@ -1,0 +1,45 @@
+// Compute waiting for communication, timed on the host or between marks on the engine.
+#include "harness/zero/compute_waits.h"
+
+#include "harness/core/clock.h"
+
+namespace zb {
+
+void ComputeWaits::begin_step() {
+  tail_ = false;
+  host_s_ = host_tail_s_ = 0;
+  marks_ = 0;
+  pair_in_tail_.clear();
+}
+
+Status ComputeWaits::after(const Event& e) {
+  if (host_) {
+    double t0 = now_seconds();
+    ZB_RETURN_IF_ERROR(comm_.wait(e));
+    double t1 = now_seconds();
+    host_s_ += t1 - t0;
+    if (tail_) host_tail_s_ += t1 - t0;
+    trace_.add({"wait", Track::wait, t0, t1, ""});
+    return Status::ok();
+  }
+  ZB_RETURN_IF_ERROR(comm_.wait(stream_awaited_));
+  stream_awaited_ = e;
+  ZB_RETURN_IF_ERROR(compute_.mark(marks_++));
+  ZB_RETURN_IF_ERROR(comm_.compute_waits_for(e, compute_.stream()));
+  pair_in_tail_.push_back(tail_);
+  return compute_.mark(marks_++);
+}
+
+Status ComputeWaits::totals(double* exposed_s, double* tail_s) {
+  *exposed_s = host_s_;
+  *tail_s = host_tail_s_;
+  for (size_t pair = 0; pair < pair_in_tail_.size(); ++pair) {
+    double stood = 0;
+    ZB_RETURN_IF_ERROR(compute_.seconds_between(2 * pair, 2 * pair + 1, &stood));
+    *exposed_s += stood;
+    if (pair_in_tail_[pair]) *tail_s += stood;
+  }
+  return Status::ok();
+}
+
+}  // namespace zb

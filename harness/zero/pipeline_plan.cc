@@ -1,0 +1,73 @@
+// zb_plan's pipeline rows: per-GPU memory and traffic under micro-batch accumulation.
+#include "harness/zero/pipeline_plan.h"
+
+#include <charconv>
+#include <cstdio>
+
+#include "harness/zero/pipeline_formula.h"
+
+namespace zb {
+
+PipelinePlanRow pipeline_plan_row(const Layout& l, Stage stage, int microbatches, int chunks) {
+  PipelinePlanRow r;
+  r.base = plan_row(l, stage);
+  r.microbatches = microbatches;
+  r.chunks = chunks;
+  const int g = int(dtype_size(l.grad_dtype));
+  const PlanRow& b = r.base;
+  r.slot_bytes = gradient_slots(stage) * double(g) * b.params_per_gpu / double(chunks);
+  r.grad_bytes = b.bytes.grads + r.slot_bytes;
+  r.bytes_per_gpu = b.bytes_per_gpu + r.slot_bytes;
+  r.gb_per_gpu = r.bytes_per_gpu / 1e9;
+  // Dense and expert gradients are reduced in different groups, as in plan_row.
+  const PipelineTraffic td = pipeline_traffic(stage, b.dense_shard, b.dense_params, g, microbatches);
+  const PipelineTraffic te = pipeline_traffic(stage, b.expert_shard, b.expert_params, g, microbatches);
+  r.elements_per_step = td.elements + te.elements;
+  r.bytes_per_step = td.wire_bytes + te.wire_bytes;
+  r.volume_psi = r.elements_per_step / b.params_per_gpu;
+  return r;
+}
+
+std::string format_pipeline_table(const std::vector<PipelinePlanRow>& rows) {
+  if (rows.empty()) return "";
+  const PipelinePlanRow& f = rows.front();
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "\npipeline, dp=%lld: M=%d micro-batches per step, %d chunk(s) per GPU; slots hold one chunk "
+                "of gradients\n%-5s %11s %10s %9s %9s %8s %13s %11s\n",
+                (long long)f.base.dp, f.microbatches, f.chunks, "stage", "bytes/param", "GB/GPU", "grads",
+                "slots", "Psi/step", "elements/step", "GB/step/GPU");
+  std::string out = line;
+  for (const PipelinePlanRow& r : rows) {
+    std::snprintf(line, sizeof line, "%-5s %11.4f %10.3f %9.3f %9.3f %8.3f %13.4e %11.3f\n",
+                  stage_name(r.base.stage), r.bytes_per_gpu / r.base.params_per_gpu, r.gb_per_gpu,
+                  r.grad_bytes / 1e9, r.slot_bytes / 1e9, r.volume_psi, r.elements_per_step,
+                  r.bytes_per_step / 1e9);
+    out += line;
+  }
+  return out;
+}
+
+static std::string num(double v) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
+std::string pipeline_plan_json_member(const std::vector<PipelinePlanRow>& rows) {
+  std::string out = "\"pipeline\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const PipelinePlanRow& r = rows[i];
+    out += std::string(i ? "," : "") + "\n    {\"stage\": \"" + stage_name(r.base.stage) +
+           "\", \"dp\": " + std::to_string(r.base.dp) + ", \"microbatches\": " + std::to_string(r.microbatches) +
+           ", \"chunks\": " + std::to_string(r.chunks) + ", \"params_per_gpu\": " + num(r.base.params_per_gpu) +
+           ", \"bytes_per_param\": " + num(r.bytes_per_gpu / r.base.params_per_gpu) +
+           ", \"gb_per_gpu\": " + num(r.gb_per_gpu) + ", \"grads_bytes\": " + num(r.grad_bytes) +
+           ", \"slot_bytes\": " + num(r.slot_bytes) + ", \"volume_psi\": " + num(r.volume_psi) +
+           ", \"elements_per_step\": " + num(r.elements_per_step) +
+           ", \"bytes_per_step\": " + num(r.bytes_per_step) + "}";
+  }
+  return out + "\n  ]";
+}
+
+}  // namespace zb

@@ -1,0 +1,141 @@
+// Pipeline ZeRO: one data-parallel rank that is one pipeline stage of its replica runs a step of
+// M micro-batches over its C model chunks in its pipeline schedule, under dp, z1 (Megatron's
+// distributed optimizer) or z2 (pipeline ZeRO-2), on real buffers with real optimizer updates.
+// What each strategy shards comes from its row of the stage table; what the pipeline adds is
+// when gradients are reduced (pipeline_formula.h).
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "harness/comm/communicator.h"
+#include "harness/compute/compute.h"
+#include "harness/core/memory_tracker.h"
+#include "harness/core/trace.h"
+#include "harness/zero/compute_waits.h"
+#include "harness/zero/layer_compute.h"
+#include "harness/zero/model.h"
+#include "harness/zero/pipeline_schedule.h"
+#include "harness/zero/zero_step.h"
+
+namespace zb {
+
+struct PipelineConfig {
+  Stage stage = Stage::z2;  // dp, z1 or z2 (is_pipeline_stage)
+  OptimizerConfig optimizer;
+  DType grad_dtype = DType::bf16;
+  uint64_t bucket_elems = 25ull << 20;  // gradient bucket, in parameters, within a chunk
+  PipelineShape shape;
+  bool corrupt = false;  // test only: perturb one gradient element of the first step
+};
+
+// This rank's share of the model: the layers of its chunks (chunk c is virtual stage c * P + p)
+// and their flat layout, whose units (gradient buckets) never cross a chunk.
+struct PipelineLayout {
+  std::vector<int> layers;  // local layer -> layer of the whole model; chunk 0's first
+  FlatLayout flat;          // over the local layers
+  std::vector<std::pair<int, int>> chunk_units;  // [first, end) units of each chunk
+  std::vector<std::pair<int, int>> virtual_layers;  // [first, end) model layers per virtual stage
+};
+Status make_pipeline_layout(const ModelSpec& model, const PipelineShape& shape, uint64_t bucket_elems,
+                            int ranks, int pad_to, PipelineLayout* out);
+
+class PipelineStep {
+ public:
+  // Allocates the resident state through the tracker, measuring it (and the gradient memory
+  // alone) by resident-set growth or cudaMemGetInfo, then initialises the weights.
+  static Status create(Communicator& comm, Compute& compute, const ModelSpec& model,
+                       const PipelineConfig& config, std::unique_ptr<PipelineStep>* out);
+
+  // Per-layer compute of the whole model (layer indices are the model's), and the idle time
+  // the schedule leaves before each op of order() (pipeline_idle).
+  void set_layer_compute(LayerCompute* lc) { layer_compute_ = lc; }
+  void set_idle(std::vector<double> idle_before) { idle_before_ = std::move(idle_before); }
+  void set_mode(StepMode mode) { mode_ = mode; }
+
+  Status step();    // the schedule's forwards and backwards, then the optimizer
+  Status finish();  // waits for collectives still in flight (the weight gathers)
+  Status reset();   // initial weights, zero moments, step 0: the start of a replay
+  int64_t steps_done() const { return step_; }
+  // The last step's waits of compute for communication: all of them, and those after the last
+  // backward (the reductions still running when backward ended).
+  double last_exposed_s() const { return exposed_s_; }
+  double last_tail_s() const { return tail_s_; }
+
+  // Communication alone, each waited for: the reductions of one chunk as one micro-batch's
+  // backward issues them (dp and z1: as its last micro-batch does), and the weight gathers
+  // of a step (none for dp). The state is meaningless afterwards.
+  Status reduce_chunk(int chunk);
+  Status gather_weights();
+
+  const std::vector<PipeOp>& order() const { return order_; }
+  const PipelineLayout& layout() const { return layout_; }
+  const MemoryTracker& tracker() const { return tracker_; }
+  int64_t measured_state_bytes() const { return measured_state_bytes_; }
+  int64_t measured_grad_bytes() const { return measured_grad_bytes_; }
+  uint64_t slot_elems() const { return max_unit_; }
+
+  Trace& trace() { return trace_; }
+  // Every collective of the traffic log from `first` on as a span, labelled with its unit,
+  // chunk, micro-batch and issue time (microseconds after `origin_s`).
+  void add_comm_spans(size_t first, double origin_s);
+
+  std::vector<Segment> check_segments() const;
+  Status state_to_host(const std::vector<Segment>& segments, CheckState* out) const;
+
+ private:
+  PipelineStep(Communicator& comm, Compute& compute, const PipelineConfig& config,
+               PipelineLayout layout);
+  Status allocate_state();
+  Status init_weights();
+  Status idle(double seconds);
+  Status forward(const PipeOp& op);
+  Status backward(const PipeOp& op);
+  Status unit_backward(int unit, int microbatch, void* grad, bool accumulate);
+  Status reduce(int unit, int microbatch, void* grad);
+  Status add_oldest_pending();
+  Status optimizer();
+  Status update_unit(size_t unit);
+  Status gather_unit(size_t unit);
+  Status maybe_corrupt(void* grad);
+  void label(int unit, int microbatch);
+  int chunk_of(int unit) const;
+  char* grad_at(void* base, uint64_t elems) const;
+  bool computing() const { return mode_ != StepMode::comm_only; }
+  bool communicating() const { return mode_ != StepMode::compute_only; }
+
+  Communicator& comm_;
+  Compute& compute_;
+  PipelineConfig config_;
+  const StageModel& model_;
+  PipelineLayout layout_;
+  std::vector<PipeOp> order_;
+  std::vector<double> idle_before_;
+  MemoryTracker tracker_;
+  int rank_, ranks_;
+  int64_t step_ = 0, measured_state_bytes_ = 0, measured_grad_bytes_ = 0;
+  uint64_t max_unit_ = 0;
+  Buffer weights_, grads_, master_, m_, v_;
+  Buffer slot_[2];       // z2: a unit's gradient of one micro-batch, reduce-scattered in place
+  Event slot_free_[2];   // its reduce-scatter is done
+  int next_slot_ = 0;
+  bool corrupted_ = false;  // the test fault is in this step already
+  struct Pending {
+    int slot, unit, microbatch;
+  };
+  std::deque<Pending> pending_;      // reduced blocks in slots, not yet added into the shard
+  std::vector<Event> weights_ready_;  // per unit: its updated weights are gathered
+  double exposed_s_ = 0, tail_s_ = 0;
+  StepMode mode_ = StepMode::full;
+  LayerCompute* layer_compute_ = nullptr;
+  Trace trace_;
+  ComputeWaits waits_;
+  struct LogLabel {
+    int unit = -1, chunk = -1, microbatch = -1;
+  };
+  std::vector<LogLabel> log_labels_;  // traffic log index -> what it moved, for the trace
+};
+
+}  // namespace zb
