@@ -46,11 +46,13 @@ Status traced_step(Driver& d, PipelineStep& p, const PipelineConfig& c, const st
   ZB_RETURN_IF_ERROR(d.comm().barrier());
   p.trace().clear();
   p.trace().enable(true);
+  d.comm().set_record_times(true);
   double origin = now_seconds();
   ZB_RETURN_IF_ERROR(p.step());
   ZB_RETURN_IF_ERROR(p.finish());
   p.add_comm_spans(first, origin);
   p.trace().enable(false);
+  d.comm().set_record_times(false);
   // The traffic log's own count of the step's collectives, so a reader can check the trace.
   int counts[3] = {0, 0, 0};
   std::vector<CollRecord> recs = d.comm().traffic().records();

@@ -13,7 +13,11 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction
   // as a steady-state step does; the prediction is the second's.
   ScheduleLog log;
   std::vector<CollRecord> traffic;
-  ZB_RETURN_IF_ERROR(record_zero_schedule(*setup.model, setup.config, setup.ranks, 0, 2, &log, &traffic));
+  if (setup.pipeline)
+    ZB_RETURN_IF_ERROR(record_pipeline_schedule(*setup.model, setup.pipeline_config, setup.compute, setup.ranks, 0,
+                                                2, &log, &traffic));
+  else
+    ZB_RETURN_IF_ERROR(record_zero_schedule(*setup.model, setup.config, setup.ranks, 0, 2, &log, &traffic));
   Status missing;
   auto coll_seconds = [&](const CollRecord& c) {
     const CollModel* m = setup.sweep->find(c.op, c.dtype);
@@ -29,7 +33,7 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction
     // are not modelled.
     if (op.what == "forward") return setup.compute.seconds;
     if (op.what == "backward") return 2 * setup.compute.seconds;
-    return 0.0;
+    return op.what == "idle" ? op.seconds : 0.0;
   };
   std::vector<TraceSpan> spans;
   *out = simulate(log.ops(), compute_seconds, coll_seconds, &spans);
@@ -38,7 +42,8 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction
     // The measured trace's tracks and metadata, for one rank: all ranks run the same schedule.
     int counts[3] = {0, 0, 0};
     for (const CollRecord& c : traffic) ++counts[int(c.op)];
-    std::string meta = std::string("\"stage\": \"") + stage_name(setup.config.stage) +
+    const Stage stage = setup.pipeline ? setup.pipeline_config.stage : setup.config.stage;
+    std::string meta = std::string("\"stage\": \"") + stage_name(stage) +
                        "\", \"ranks\": " + std::to_string(setup.ranks) + ", \"predicted\": true, \"collectives\": {";
     for (Coll c : {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather})
       meta += std::string(c == Coll::all_reduce ? "" : ", ") + "\"" + coll_name(c) + "\": " +
@@ -53,10 +58,18 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction
   run.report(t);
   double volume = 0;
   for (const CollRecord& c : traffic) volume += volume_elements(c);
+  // Ψ as the predicted benchmark counts it: the whole model, or this pipeline stage's layers.
+  double psi = double(setup.model->params());
+  if (setup.pipeline) {
+    PipelineLayout lay;
+    const PipelineConfig& c = setup.pipeline_config;
+    ZB_RETURN_IF_ERROR(make_pipeline_layout(*setup.model, c.shape, c.bucket_elems, setup.ranks, setup.ranks, &lay));
+    psi = double(lay.flat.params);
+  }
   run.counter("ranks", setup.ranks);
-  run.counter("params", double(setup.model->params()));
+  run.counter("params", psi);
   run.counter("collectives", out->collectives);
-  run.counter("volume_psi", volume / double(setup.model->params()));
+  run.counter("volume_psi", volume / psi);
   run.counter("step_s", out->step_s);
   run.counter("compute_s", out->compute_s);
   run.counter("comm_s", out->comm_s);

@@ -9,6 +9,7 @@
 #include "harness/predict/simulate.h"
 #include "harness/predict/sweep.h"
 #include "harness/zero/layer_compute.h"
+#include "harness/zero/pipeline_step.h"
 #include "harness/zero/zero_step.h"
 
 namespace zb {
@@ -17,6 +18,9 @@ struct PredictSetup {
   const ModelSpec* model = nullptr;
   const Sweep* sweep = nullptr;
   ZeroConfig config;
+  // A pipeline stage's step (zb_pipeline) instead of the ZeRO step, when set.
+  bool pipeline = false;
+  PipelineConfig pipeline_config;
   ComputeSpec compute;  // none, sleep or spin: a layer's forward; backward twice as long
   int ranks = 1;
   std::string trace_path;  // the predicted step as a Chrome trace, when set

@@ -4,6 +4,7 @@
 // formula), time, exposed communication and its tail, and a bit-exact check.
 #include <cstdio>
 
+#include "bench/bench_names.h"
 #include "bench/pipeline_bench.h"
 #include "harness/core/files.h"
 #include "harness/core/parse.h"
@@ -141,12 +142,8 @@ int main(int argc, char** argv) {
       const std::string stage = zb::stage_name(st);
       std::string suffix = several ? "_" + stage + (microbatches.size() > 1 ? "_m" + std::to_string(m) : "") : "";
       setup.trace_path = trace_path(opt.trace, suffix);
-      const std::string name = "pipeline/stage:" + stage + "/params:" + std::to_string(model.params()) +
-                               "/layers:" + std::to_string(model.layers.size()) + "/microbatches:" +
-                               std::to_string(m) + "/chunks:" + std::to_string(opt.chunks) + "/pp:" +
-                               std::to_string(opt.pp) + "/pp_rank:" + std::to_string(opt.pp_rank) +
-                               "/optimizer:" + zb::optimizer_name(opt.optimizer) + "/grad:" +
-                               zb::dtype_name(opt.grad_dtype) + "/compute:" + opt.compute;
+      const std::string name =
+          zb::pipeline_benchmark_name(st, model, setup.config.shape, opt.optimizer, opt.grad_dtype, opt.compute);
       driver.add(name, [&, setup, stage, m](zb::Run& run) -> zb::Status {
         zb::PipelineResult r;
         ZB_RETURN_IF_ERROR(zb::run_pipeline_benchmark(run, *compute, setup, &r));

@@ -2,19 +2,22 @@
 // schedule, recorded rather than run, replayed on a compute engine and a communication stream
 // whose collectives take what the sweep measured. Benchmarks carry the names of the zb_zero
 // benchmarks they predict, so the two results files pair up.
+#include <algorithm>
 #include <cstdio>
 
+#include "bench/bench_names.h"
 #include "bench/predict_bench.h"
 #include "harness/core/files.h"
 #include "harness/predict/results.h"
+#include "harness/zero/pipeline_formula.h"
 #include "harness/driver/driver.h"
 #include "harness/driver/table.h"
 
 namespace {
 
 struct Options {
-  std::string sweep, model, compute = "none", trace, measured;
-  int64_t ranks = 0, layers = 16, prefetch = 1;
+  std::string sweep, model, compute = "none", trace, measured, microbatches;
+  int64_t ranks = 0, layers = 16, prefetch = 1, chunks = 2, pp = 2, pp_rank = 0;
   double params = 16e6, bucket_mb = 25;
   zb::Optimizer optimizer = zb::Optimizer::adam;
   zb::DType grad_dtype = zb::DType::bf16;
@@ -53,6 +56,11 @@ int main(int argc, char** argv) {
                zb::Choices<bool>{{"on", true}, {"off", false}});
   f.add_int("prefetch", &opt.prefetch, "z3: layers all-gathered ahead of the one computing", 0, 64);
   f.add_string("trace", &opt.trace, "write the predicted step as a Chrome trace here (PATH_<stage> for several)");
+  f.add_string("microbatches", &opt.microbatches, "predict zb_pipeline's steps instead: micro-batches per step, "
+               "M or a list 1,2,4,8 (--stages then takes dp, z1, z2)");
+  f.add_int("chunks", &opt.chunks, "pipeline: model chunks per pipeline rank", 1, 1024);
+  f.add_int("pp", &opt.pp, "pipeline: pipeline ranks P", 1, 1024);
+  f.add_int("pp-rank", &opt.pp_rank, "pipeline: the pipeline rank p every data-parallel rank plays", 0, 1023);
   f.add_string("measured", &opt.measured, "zb_zero results JSON of the same configuration: report each "
                "prediction's error against the measured step");
   int code = driver.init(argc, argv);
@@ -72,6 +80,19 @@ int main(int argc, char** argv) {
     s = zb::Status::error("--ranks=" + std::to_string(ranks) + " but the sweep was measured at " +
                           std::to_string(sweep.ranks()) + " ranks; sweep at the rank count you predict");
   if (s && !opt.trace.empty()) s = zb::check_output_path("--trace", opt.trace);
+  std::vector<int> microbatches;
+  for (const std::string& item : opt.microbatches.empty() ? std::vector<std::string>{} : zb::split(opt.microbatches, ',')) {
+    int64_t m = 0;
+    if (s && (!zb::parse_int(item, &m) || m < 1 || m > 4096))
+      s = zb::Status::error("--microbatches: '" + item + "' is not a count in [1, 4096]; give M or a list 1,2,4,8");
+    microbatches.push_back(int(m));
+  }
+  for (int m : microbatches) {
+    if (s) s = zb::check_pipeline({m, int(opt.chunks), int(opt.pp), int(opt.pp_rank)});
+    for (zb::Stage st : opt.stages)
+      if (s && !zb::is_pipeline_stage(st))
+        s = zb::Status::error(std::string("--stages: ") + zb::stage_name(st) + " has no pipeline form; use dp, z1, z2");
+  }
   zb::Results measured;
   if (s && !opt.measured.empty()) s = zb::load_results(opt.measured, "--measured", &measured);
   if (!s) {
@@ -92,23 +113,40 @@ int main(int argc, char** argv) {
   base.config.prefetch = int(opt.prefetch);
   std::vector<Row> rows;
   const std::string overlap = opt.overlap ? "on" : "off";
+  // One prediction per stage (and per M for the pipeline), named as the benchmark it predicts.
+  auto add = [&](zb::PredictSetup setup, const std::string& name, const std::string& label) {
+    auto found = measured.benchmarks.find(name);
+    if (found != measured.benchmarks.end()) setup.measured = &found->second;
+    driver.add(name, [&, setup, label](zb::Run& run) -> zb::Status {
+      zb::StepPrediction p;
+      ZB_RETURN_IF_ERROR(zb::run_predict_benchmark(run, setup, &p));
+      rows.push_back({label, p, setup.measured});
+      return zb::Status::ok();
+    });
+  };
+  const size_t count = opt.stages.size() * std::max<size_t>(1, microbatches.size());
   for (zb::Stage st : opt.stages) {
     zb::PredictSetup setup = base;
     setup.config.stage = st;
     const std::string stage = zb::stage_name(st);
-    setup.trace_path = zb::per_stage_path(opt.trace, stage, opt.stages.size());
-    // The name of the zb_zero benchmark this predicts.
-    std::string name = "zero/stage:" + stage + "/params:" + std::to_string(model.params()) + "/layers:" +
-                       std::to_string(model.layers.size()) + "/optimizer:" + zb::optimizer_name(opt.optimizer) +
-                       "/grad:" + zb::dtype_name(opt.grad_dtype) + "/compute:" + opt.compute + "/overlap:" + overlap;
-    auto found = measured.benchmarks.find(name);
-    if (found != measured.benchmarks.end()) setup.measured = &found->second;
-    driver.add(name, [&, setup, stage](zb::Run& run) -> zb::Status {
-      zb::StepPrediction p;
-      ZB_RETURN_IF_ERROR(zb::run_predict_benchmark(run, setup, &p));
-      rows.push_back({stage, p, setup.measured});
-      return zb::Status::ok();
-    });
+    if (microbatches.empty()) {
+      setup.trace_path = zb::per_stage_path(opt.trace, stage, count);
+      add(setup, zb::zero_benchmark_name(st, model, opt.optimizer, opt.grad_dtype, opt.compute, opt.overlap), stage);
+      continue;
+    }
+    for (int m : microbatches) {
+      setup.pipeline = true;
+      setup.pipeline_config.stage = st;
+      setup.pipeline_config.optimizer = setup.config.optimizer;
+      setup.pipeline_config.grad_dtype = opt.grad_dtype;
+      setup.pipeline_config.bucket_elems = setup.config.bucket_elems;
+      setup.pipeline_config.shape = {m, int(opt.chunks), int(opt.pp), int(opt.pp_rank)};
+      const std::string label = stage + " M=" + std::to_string(m);
+      setup.trace_path = zb::per_stage_path(opt.trace, stage + "_m" + std::to_string(m), count);
+      add(setup, zb::pipeline_benchmark_name(st, model, setup.pipeline_config.shape, opt.optimizer, opt.grad_dtype,
+                                             opt.compute),
+          label);
+    }
   }
 
   code = driver.run();

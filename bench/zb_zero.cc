@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "bench/bench_names.h"
 #include "bench/zero_bench.h"
 #include "harness/core/files.h"
 #include "harness/driver/driver.h"
@@ -112,11 +113,10 @@ int main(int argc, char** argv) {
     zb::ZeroBenchSetup setup = base;
     setup.config.stage = st;
     const std::string stage = zb::stage_name(st);
-    std::string tail = "/params:" + std::to_string(model.params()) + "/layers:" + std::to_string(model.layers.size()) +
-                       "/optimizer:" + zb::optimizer_name(opt.optimizer) + "/grad:" + zb::dtype_name(opt.grad_dtype);
+    const std::string tail = zb::model_segments(model, opt.optimizer, opt.grad_dtype);
     if (sweep_us.empty()) {
       setup.trace_path = zb::per_stage_path(opt.trace, stage, opt.stages.size());
-      driver.add("zero/stage:" + stage + tail + "/compute:" + opt.compute + "/overlap:" + overlap,
+      driver.add(zb::zero_benchmark_name(st, model, opt.optimizer, opt.grad_dtype, opt.compute, opt.overlap),
                  [&, setup, stage](zb::Run& run) -> zb::Status {
                    zb::ZeroResult r;
                    ZB_RETURN_IF_ERROR(zb::run_zero_benchmark(run, *compute, setup, &r));

@@ -12,15 +12,17 @@ namespace zb {
 
 struct ScheduleOp {
   enum class Kind {
-    compute,  // the compute engine runs `what` (a layer's forward or backward, an update)
+    compute,  // the compute engine runs `what` (a layer's forward or backward, an update, or
+              // "idle": a slot of the pipeline schedule that lasts `seconds`)
     issue,    // collective number `seq` (`coll`) is issued: it may start once compute so far is done
     wait,     // compute waits until every collective up to number `seq` is complete
     step,     // a training step begins
   } kind;
-  std::string what;  // compute: "forward", "backward" or "update"
+  std::string what;  // compute: "forward", "backward", "update" or "idle"
   int layer = -1;    // compute: the layer (forward, backward) or unit (update)
   uint64_t seq = 0;
   CollRecord coll{Coll::all_reduce, 0, DType::bf16};
+  double seconds = 0;  // idle: how long
 };
 
 class ScheduleLog {
@@ -30,6 +32,9 @@ class ScheduleLog {
     ops_.push_back({ScheduleOp::Kind::issue, "", -1, seq, coll});
   }
   void wait(uint64_t seq) { ops_.push_back({ScheduleOp::Kind::wait, "", -1, seq}); }
+  void idle(double seconds) {
+    ops_.push_back({ScheduleOp::Kind::compute, "idle", -1, 0, CollRecord{Coll::all_reduce, 0, DType::bf16}, seconds});
+  }
   void step() { ops_.push_back({ScheduleOp::Kind::step, "", -1}); }
   const std::vector<ScheduleOp>& ops() const { return ops_; }
   void clear() { ops_.clear(); }

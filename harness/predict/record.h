@@ -3,7 +3,9 @@
 #pragma once
 
 #include "harness/comm/schedule_log.h"
+#include "harness/zero/layer_compute.h"
 #include "harness/zero/model.h"
+#include "harness/zero/pipeline_step.h"
 #include "harness/zero/zero_step.h"
 
 namespace zb {
@@ -13,5 +15,11 @@ namespace zb {
 // the collectives of the last step alone, as the traffic log of a real run would hold them.
 Status record_zero_schedule(const ModelSpec& model, const ZeroConfig& config, int ranks, int rank,
                             int steps, ScheduleLog* log, std::vector<CollRecord>* traffic = nullptr);
+
+// The same for the pipeline step of `config` (its pipeline rank is config.shape.rank), with the
+// idle slots its schedule leaves when every virtual stage computes `compute` per layer.
+Status record_pipeline_schedule(const ModelSpec& model, const PipelineConfig& config, const ComputeSpec& compute,
+                                int ranks, int rank, int steps, ScheduleLog* log,
+                                std::vector<CollRecord>* traffic = nullptr);
 
 }  // namespace zb

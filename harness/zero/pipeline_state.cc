@@ -65,7 +65,8 @@ Status PipelineStep::create(Communicator& comm, Compute& compute, const ModelSpe
                                           stage_model(config.stage).shards_anything() ? n : 1, &layout));
   auto p = std::unique_ptr<PipelineStep>(new PipelineStep(comm, compute, config, std::move(layout)));
   ZB_RETURN_IF_ERROR(p->allocate_state());
-  ZB_RETURN_IF_ERROR(p->init_weights());
+  // Reserved state (a schedule recorded, not run) has no memory to initialise.
+  if (compute.kind() != MemKind::reserved) ZB_RETURN_IF_ERROR(p->init_weights());
   *out = std::move(p);
   return Status::ok();
 }

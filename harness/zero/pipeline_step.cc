@@ -15,7 +15,9 @@ Status PipelineStep::step() {
   ++step_;
   waits_.set_host_waits(layer_compute_ && layer_compute_->spec().kind == ComputeSpec::Kind::sleep);
   waits_.begin_step();
+  if (schedule_) schedule_->step();
   for (size_t i = 0; i < order_.size(); ++i) {
+    if (schedule_ && idle_before_[i] > 0) schedule_->idle(idle_before_[i]);
     if (computing()) ZB_RETURN_IF_ERROR(idle(idle_before_[i]));
     ZB_RETURN_IF_ERROR(order_[i].forward ? forward(order_[i]) : backward(order_[i]));
   }
@@ -51,10 +53,11 @@ Status PipelineStep::forward(const PipeOp& op) {
     for (int u = first; u < end; ++u) ZB_RETURN_IF_ERROR(waits_.after(weights_ready_[size_t(u)]));
   const std::string name = "forward c" + std::to_string(op.chunk) + " mb" + std::to_string(op.microbatch);
   TraceScope span(&trace_, name, op_args(op.chunk, op.microbatch));
-  if (!computing() || !layer_compute_) return Status::ok();
   const FlatLayout& lay = layout_.flat;
-  for (int l = lay.units[size_t(first)].first_layer; l < lay.units[size_t(end) - 1].end_layer; ++l)
-    ZB_RETURN_IF_ERROR(layer_compute_->forward(layout_.layers[size_t(l)]));
+  for (int l = lay.units[size_t(first)].first_layer; l < lay.units[size_t(end) - 1].end_layer; ++l) {
+    if (schedule_) schedule_->compute("forward", layout_.layers[size_t(l)]);
+    if (computing() && layer_compute_) ZB_RETURN_IF_ERROR(layer_compute_->forward(layout_.layers[size_t(l)]));
+  }
   return Status::ok();
 }
 
@@ -98,6 +101,8 @@ Status PipelineStep::unit_backward(int u, int microbatch, void* grad, bool accum
   TraceScope span(&trace_, "backward c" + std::to_string(chunk) + " mb" + std::to_string(microbatch) + " u" +
                                std::to_string(u),
                   op_args(chunk, microbatch) + ", \"unit\": " + std::to_string(u));
+  if (schedule_)
+    for (int l = unit.end_layer - 1; l >= unit.first_layer; --l) schedule_->compute("backward", layout_.layers[size_t(l)]);
   if (!computing()) return Status::ok();
   const int vrank = microbatch * ranks_ + rank_, vranks = config_.shape.microbatches * ranks_;
   const Bf16* w = weights_.as<Bf16>() + unit.offset;
@@ -185,6 +190,7 @@ Status PipelineStep::optimizer() {
   ZB_RETURN_IF_ERROR(comm_.synchronize());
   corrupted_ = false;
   for (size_t i = 0; i < layout_.flat.units.size(); ++i) {
+    if (schedule_) schedule_->compute("update", int(i));
     if (computing()) ZB_RETURN_IF_ERROR(update_unit(i));
     if (model_.all_gathers() == 0 || !communicating()) continue;
     ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));  // it sends the updated block

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/comm/communicator.h"
+#include "harness/comm/schedule_log.h"
 #include "harness/compute/compute.h"
 #include "harness/core/memory_tracker.h"
 #include "harness/core/trace.h"
@@ -54,6 +55,9 @@ class PipelineStep {
   void set_layer_compute(LayerCompute* lc) { layer_compute_ = lc; }
   void set_idle(std::vector<double> idle_before) { idle_before_ = std::move(idle_before); }
   void set_mode(StepMode mode) { mode_ = mode; }
+  // Logs each step's compute (idle slots, forward and backward per layer, the update per unit)
+  // in program order, beside the collectives a recording communicator logs (zb_predict).
+  void set_schedule_log(ScheduleLog* log) { schedule_ = log; }
 
   Status step();    // the schedule's forwards and backwards, then the optimizer
   Status finish();  // waits for collectives still in flight (the weight gathers)
@@ -130,6 +134,7 @@ class PipelineStep {
   double exposed_s_ = 0, tail_s_ = 0;
   StepMode mode_ = StepMode::full;
   LayerCompute* layer_compute_ = nullptr;
+  ScheduleLog* schedule_ = nullptr;
   Trace trace_;
   ComputeWaits waits_;
   struct LogLabel {

@@ -146,3 +146,46 @@ def test_a_sweep_without_the_needed_op_fails_naming_it():
         proc = run_single("zb_predict", [f"--sweep={sweep}", *MODEL, "--stages=z1"])
         assert proc.returncode != 0
         assert "reduce_scatter" in proc.stderr
+
+
+PIPE = ["--params=1000003", "--layers=8", "--pp=2", "--chunks=2", "--microbatches=2,4"]
+
+
+def test_the_recorder_sees_exactly_the_collectives_of_a_real_pipeline_step():
+    # zb_pipeline's own step, recorded: the same collectives in the same order, the same
+    # volume, for every strategy and M, under the names zb_pipeline gives them.
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = write(tmp, "sweep.json", sweep_doc(2))
+        for m in (2, 4):
+            proc = mpirun(2, "zb_pipeline", [*PIPE[:-1], f"--microbatches={m}", "--compute=sleep:100",
+                                             "--iters=1", "--warmup=0", "--no-check", "--no-split",
+                                             f"--trace={tmp}/real_m{m}.json"])
+            assert proc.returncode == 0, proc.stderr
+        proc = mpirun(2, "zb_pipeline", [*PIPE, "--compute=sleep:100", "--iters=1", "--warmup=0", "--no-check",
+                                         "--no-split", f"--json={tmp}/real.json"])
+        assert proc.returncode == 0, proc.stderr
+        pred, _ = predict(sweep, [*PIPE, "--compute=sleep:100", "--stages=dp,z1,z2", f"--trace={tmp}/pred.json",
+                                  f"--measured={tmp}/real.json"])
+        for m in (2, 4):
+            for stage in ("dp", "z1", "z2"):
+                with open(f"{tmp}/real_m{m}_{stage}.json") as f:
+                    measured = json.load(f)
+                with open(f"{tmp}/pred_{stage}_m{m}.json") as f:
+                    predicted = json.load(f)
+                assert collectives(predicted) == collectives(measured), (stage, m)
+        with open(f"{tmp}/real.json") as f:
+            real_rows = benchmarks(json.load(f))
+    pred_rows = benchmarks(pred)
+    assert set(pred_rows) == set(real_rows) and len(pred_rows) == 6
+    for name, b in pred_rows.items():
+        assert b["volume_psi"] == real_rows[name]["volume_psi"], name
+        assert b["params"] == real_rows[name]["params"], name
+        # The schedule's idle slots are compute-engine time in the replay too.
+        assert b["compute_s"] > 0
+
+
+def test_pipeline_prediction_refuses_z3():
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = write(tmp, "sweep.json", sweep_doc(2))
+        proc = run_single("zb_predict", [f"--sweep={sweep}", *PIPE, "--stages=z3"])
+        assert proc.returncode == 2 and len(stderr_lines(proc)) == 1, proc.stderr
