@@ -101,6 +101,8 @@ class Driver {
   // Element by element, in place: one reduction for a whole loop's values.
   Status max_over_ranks(std::vector<double>* values);
   double sum_over_ranks(double v);
+  // Each node's ranks' values summed, then the largest of those sums: the busiest node.
+  double max_over_nodes(double v);
   // A check failed (wrong elements, ...): the run continues, the exit code becomes 1.
   void mark_failed(const std::string& why);
   // A collective or device call failed: one line, then the whole job ends (the other
@@ -111,7 +113,7 @@ class Driver {
   Flags flags_;
   std::string backend_flag_ = "auto", json_path_, fault_skip_, fault_slow_;
   double timeout_s_ = 300;
-  int64_t iters_ = 20, warmup_ = 5, fault_corrupt_ = -1;
+  int64_t iters_ = 20, warmup_ = 5, fault_corrupt_ = -1, ranks_per_node_ = 0;
   FaultPlan faults_;
   std::vector<std::string> passthrough_;
   std::unique_ptr<Communicator> comm_;
