@@ -36,6 +36,7 @@ FIGURES = [
     ("collectives.json", _gb, fig_collectives.busbw),
     ("zero.json", _gb, fig_zero.bytes_per_param),
     (("zero_wire.json", "zero.json"), _gb, fig_zero.volume),
+    (("zero_wire.json", "zero.json"), _gb, fig_zero.inter_node_bytes),
     ("zero.json", _gb, fig_zero.step_time),
     ("zero_sweep.json", _gb, fig_sweep.exposed_vs_ratio),
     ("optimizer.json", _gb, fig_optimizer.bandwidth),
