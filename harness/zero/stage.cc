@@ -22,12 +22,12 @@ const StageModel kStages[] = {
 
 }  // namespace
 
-std::vector<StageModel::Pass> StageModel::passes(int64_t ranks_per_node) const {
+std::vector<StageModel::Pass> StageModel::passes(int64_t ranks_per_node, int64_t nodes) const {
   std::vector<Pass> out;
   const Group og = optimizer_group();
   for (int i = 0; i < all_reduces(); ++i) out.push_back({Coll::all_reduce, Group::world, 1.0});
   for (int i = 0; i < reduce_scatters(); ++i) out.push_back({Coll::reduce_scatter, og, 1.0});
-  if (reduces_across_nodes()) out.push_back({Coll::all_reduce, Group::cross, 1.0 / double(ranks_per_node)});
+  if (reduces_across_nodes() && nodes > 1) out.push_back({Coll::all_reduce, Group::cross, 1.0 / double(ranks_per_node)});
   if (shards_weights()) {
     out.push_back({Coll::all_gather, weight_group(), 1.0});
     out.push_back({Coll::all_gather, backward_gather_group(), 1.0});
@@ -37,9 +37,9 @@ std::vector<StageModel::Pass> StageModel::passes(int64_t ranks_per_node) const {
   return out;
 }
 
-double StageModel::volume_psi(int64_t ranks_per_node) const {
+double StageModel::volume_psi(int64_t ranks_per_node, int64_t nodes) const {
   double v = 0;
-  for (const Pass& p : passes(ranks_per_node)) v += (p.op == Coll::all_reduce ? 2.0 : 1.0) * p.psi;
+  for (const Pass& p : passes(ranks_per_node, nodes)) v += (p.op == Coll::all_reduce ? 2.0 : 1.0) * p.psi;
   return v;
 }
 

@@ -47,7 +47,8 @@ struct StageModel {
   // Backward's gathers come from the node copy where the stage keeps one.
   Group backward_gather_group() const { return node_weight_copy ? Group::node : weight_group(); }
   // State sharded over the node is replicated across nodes, so each node's reduced shard of
-  // the gradient must still be summed over the nodes: an all-reduce over the cross-node group.
+  // the gradient must still be summed over the nodes: an all-reduce over the cross-node group
+  // (when there is more than one node; on one node the stage is z3).
   bool reduces_across_nodes() const { return optimizer == Sharding::node_group; }
 
   // What follows from the sharding, for one training step:
@@ -61,16 +62,16 @@ struct StageModel {
   int all_gathers() const { return shards_weights() ? 2 : shards_optimizer() ? 1 : 0; }
   // - the same collectives with the group each runs over, and the share of Ψ its buffers
   //   add up to over a step: the cross-node all-reduce moves one node shard, Ψ/S, where S
-  //   is `ranks_per_node`.
+  //   is `ranks_per_node`, and only where there are several `nodes`.
   struct Pass {
     Coll op;
     Group group;
     double psi;
   };
-  std::vector<Pass> passes(int64_t ranks_per_node) const;
+  std::vector<Pass> passes(int64_t ranks_per_node, int64_t nodes) const;
   // - elements of the full vector communicated per step over Ψ, counted as the ZeRO paper
   //   does: an all-reduce is a reduce-scatter plus an all-gather, so it counts twice.
-  double volume_psi(int64_t ranks_per_node = 1) const;
+  double volume_psi(int64_t ranks_per_node = 1, int64_t nodes = 1) const;
 };
 
 const StageModel& stage_model(Stage stage);

@@ -26,7 +26,7 @@ double bytes_per_param(Stage stage, Optimizer optimizer, int grad_bytes, int64_t
   return bytes_per_param_by_category(stage, optimizer, grad_bytes, n, s).total();
 }
 
-double volume_psi(Stage stage, int64_t s) { return stage_model(stage).volume_psi(s); }
+double volume_psi(Stage stage, int64_t s, int64_t nodes) { return stage_model(stage).volume_psi(s, nodes); }
 
 StepTraffic step_traffic(Stage stage, int64_t n, double psi, int grad_bytes, int64_t s) {
   if (s <= 0) s = n;
@@ -36,7 +36,7 @@ StepTraffic step_traffic(Stage stage, int64_t n, double psi, int grad_bytes, int
   // over the full vector. A ring over k ranks sends (k-1)/k of each pass from every rank
   // (twice for an all-reduce: a reduce-scatter pass plus an all-gather pass); gradients
   // travel in their own dtype, weights as BF16.
-  for (const StageModel::Pass& p : stage_model(stage).passes(s)) {
+  for (const StageModel::Pass& p : stage_model(stage).passes(s, nodes)) {
     const double elems = p.psi * psi, twice = p.op == Coll::all_reduce ? 2.0 : 1.0;
     const int64_t k = p.group == Group::world ? n : p.group == Group::node ? s : nodes;
     const double sent = twice * elems * double(k - 1) / double(k) *

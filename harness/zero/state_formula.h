@@ -38,8 +38,9 @@ CategoryBytes bytes_per_param_by_category(Stage stage, Optimizer optimizer, int 
 double bytes_per_param(Stage stage, Optimizer optimizer, int grad_bytes, int64_t n, int64_t s = 0);
 
 // Elements of the full parameter vector communicated per step, divided by Ψ: 2 for dp, z1,
-// z2, 3 for z3 and hpz, 3 + 2/s for hsdp (StageModel::volume_psi).
-double volume_psi(Stage stage, int64_t s = 1);
+// z2, 3 for z3 and hpz, 3 + 2/s for hsdp over several nodes (3 on one: it is z3 there)
+// (StageModel::volume_psi).
+double volume_psi(Stage stage, int64_t s = 1, int64_t nodes = 1);
 
 // One step's data-parallel collectives for psi parameters replicated over n
 // ranks. Element counts are full-buffer sizes (what a log of issued collectives

@@ -88,7 +88,7 @@ Status ZeroStep::reduce(const Unit& u, int unit, const void* src) {
     ZB_RETURN_IF_ERROR(comm_.all_reduce(src, grad_at(grads_.data(), u.offset), u.padded, gd));
   } else {
     ZB_RETURN_IF_ERROR(comm_.reduce_scatter(src, own, layout_.block(u), gd, model_.optimizer_group()));
-    if (model_.reduces_across_nodes()) {
+    if (model_.reduces_across_nodes() && replicas_ > 1) {
       note_unit();
       ZB_RETURN_IF_ERROR(comm_.all_reduce(own, own, layout_.block(u), gd, Group::cross));
     }
