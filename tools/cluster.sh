@@ -73,22 +73,32 @@ need_root() {
   command -v ip >/dev/null && command -v tc >/dev/null || fail "needs iproute2 (ip, tc): apt-get install -y iproute2"
 }
 
-# down: best effort over everything that may exist, so it also cleans a half-made cluster.
+# What up makes is written to $state/made as it is made (a namespace, a folder), so that down,
+# and up itself when it fails half-way, remove exactly that and nothing of the same name that
+# was there before.
+made() { echo "$1 $2" >>"$state/made"; }
+
 teardown() {
-  local ns pid
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^zbc-$name-(n[0-9]+|sw)$"); do
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -TERM "$pid" 2>/dev/null; done
-  done
-  sleep 0.2
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^zbc-$name-(n[0-9]+|sw)$"); do
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
-    ip netns delete "$ns" 2>/dev/null  # its veth ends (and so their peers) and the bridge go with it
-    rm -rf "/etc/netns/$ns"
-  done
-  # The shared parent folders only if this cluster made them and nothing else is in them.
-  if [[ -f $state/made_etc_netns ]]; then rmdir /etc/netns 2>/dev/null; fi
+  local kind what pid
+  if [[ -f $state/made ]]; then
+    while read -r kind what; do
+      [[ $kind == ns ]] || continue
+      for pid in $(ip netns pids "$what" 2>/dev/null); do kill -TERM "$pid" 2>/dev/null; done
+    done <"$state/made"
+    sleep 0.2
+    # Last made, first removed: a folder's contents before the folder.
+    while read -r kind what; do
+      case $kind in
+        ns)
+          for pid in $(ip netns pids "$what" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+          ip netns delete "$what" 2>/dev/null ;;  # its veth ends (and their peers) and bridge go too
+        file) rm -f "$what" ;;
+        dir) rmdir "$what" 2>/dev/null ;;
+      esac
+    done < <(tac "$state/made")
+  fi
   rm -rf "$state"
-  rmdir /run/zbcluster 2>/dev/null
+  rmdir /run/zbcluster 2>/dev/null  # the shared parent, once no cluster is left in it
 }
 
 cluster_up() {
@@ -103,8 +113,8 @@ cluster_up() {
   trap 'teardown' EXIT
   trap 'exit 130' INT TERM
   mkdir -p "$state" || fail "cannot make $state"
-  [[ -d /etc/netns ]] || touch "$state/made_etc_netns"
-  ip netns add "$sw" || fail "cannot make the network namespace $sw"
+  [[ -d /etc/netns ]] || { mkdir /etc/netns && made dir /etc/netns; } || fail "cannot make /etc/netns"
+  ip netns add "$sw" && made ns "$sw" || fail "cannot make the network namespace $sw"
   ip -n "$sw" link add br0 type bridge || fail "cannot make the bridge in $sw"
   ip -n "$sw" link set br0 mtu 65000 up
   ip netns exec "$sw" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
@@ -112,7 +122,7 @@ cluster_up() {
   for ((i = 0; i < nodes; i++)); do hosts+="$(node_ip "$i") $(node_host "$i")"$'\n'; done
   for ((i = 0; i < nodes; i++)); do
     ns=$(node_ns "$i")
-    ip netns add "$ns" || fail "cannot make the network namespace $ns"
+    ip netns add "$ns" && made ns "$ns" || fail "cannot make the network namespace $ns"
     # No IPv6: its router solicitations and the like would be counted as inter-node bytes.
     ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
     ip link add uplink netns "$ns" mtu 65000 type veth peer name "p$i" netns "$sw" mtu 65000 \
@@ -123,7 +133,8 @@ cluster_up() {
     ip -n "$ns" link set lo up
     shape "$ns" uplink || fail "cannot shape the link of node $i (tc)"
     shape "$sw" "p$i" || fail "cannot shape the switch side of node $i's link (tc)"
-    mkdir -p "/etc/netns/$ns" && printf '127.0.0.1 localhost\n%s' "$hosts" >"/etc/netns/$ns/hosts" \
+    mkdir "/etc/netns/$ns" && made dir "/etc/netns/$ns" && made file "/etc/netns/$ns/hosts" \
+      && printf '127.0.0.1 localhost\n%s' "$hosts" >"/etc/netns/$ns/hosts" \
       || fail "cannot write /etc/netns/$ns/hosts"
   done
   # Node 0 (where mpirun runs) reaches every other node: a TCP connection to a closed port
