@@ -14,9 +14,9 @@ Builds zerobench if needed, runs every benchmark on the hardware present (NCCL w
 rank per GPU when GPUs are visible, else MPI on the CPUs), draws the figures and prints
 summary.md. Results go to results/<UTC stamp>_<host>/:
   collectives.json   zb_collectives: all_reduce, reduce_scatter, all_gather over a size sweep
-  zero_wire.json     zb_zero, all four stages over sockets with ring algorithms: volumes
+  zero_wire.json     zb_zero, every stage over sockets with ring algorithms: volumes
                      measured at the sockets (skipped with one rank, or one GPU)
-  zero.json          zb_zero, all four stages on the fastest transport, with compute and
+  zero.json          zb_zero, every stage on the fastest transport, with compute and
                      overlap: time, exposed communication, memory; trace_<stage>.json timelines
   zero_sweep.json    zb_zero --compute-sweep: exposed communication against compute
   optimizer.json     zb_optimizer: kernels against the memory-bandwidth limit, step per stage
