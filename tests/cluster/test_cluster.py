@@ -7,6 +7,7 @@ Needs root and network namespaces; skipped with the reason where they are missin
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,6 +42,8 @@ def leftovers(name):
 def up():
     if os.geteuid() != 0:
         pytest.skip("the simulated cluster needs root (network namespaces, veth pairs)")
+    if not (shutil.which("ip") and shutil.which("tc")):
+        pytest.skip("the simulated cluster needs iproute2 (ip, tc): apt-get install -y iproute2")
     probe = subprocess.run(["ip", "netns", "add", f"zbc-{NAME}-probe"], capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.skip(f"cannot make a network namespace here: {probe.stderr.strip()}")
@@ -115,7 +118,7 @@ def test_a_stopped_job_leaves_no_process_behind(up):
     assert not any(left), left
 
 
-def test_up_with_bad_options_makes_nothing():
+def test_up_with_bad_options_makes_nothing(up):
     name = "b" + uuid.uuid4().hex[:6]
     for args in (["--nodes=0", "--ranks-per-node=2"], ["--nodes=2"], ["--nodes=2", "--ranks-per-node=1", "--link-gbps=x"]):
         r = cluster("up", *args, f"--name={name}")
@@ -125,9 +128,7 @@ def test_up_with_bad_options_makes_nothing():
     assert leftovers(name) == []
 
 
-def test_a_failed_up_removes_what_it_made_and_nothing_else():
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
+def test_a_failed_up_removes_what_it_made_and_nothing_else(up):
     name = "f" + uuid.uuid4().hex[:6]
     # A namespace of node 1's name that up did not make: up fails there, half-way, removes the
     # switch and node 0 it had made, and leaves the one it found.
