@@ -78,6 +78,14 @@ int main(int argc, char** argv) {
 
   zb::Communicator& comm = driver.comm();
   const int n = comm.size();
+  for (const zb::CollOp& op : opt.ops)
+    if (op.hier && !driver.topology().uniform()) {
+      // Each node would pad to its own S, and the ranks would disagree on the buffer.
+      if (driver.root())
+        std::fprintf(stderr, "zb_collectives: --ops=hier_all_reduce needs the same number of ranks on "
+                     "every node; these nodes differ (see --ranks-per-node)\n");
+      return 2;
+    }
   zb::Status s = comm.set_progress(opt.progress);
   if (!s) driver.abort_job(s);
   std::string why_not;

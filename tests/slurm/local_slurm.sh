@@ -99,7 +99,7 @@ up() {
   install_slurm
   [[ -e $dir ]] && fail "$dir exists; pick a new folder"
   mkdir -p "$dir" && chmod 700 "$dir" || fail "cannot make $dir"
-  trap "${ZB_SLURM_KEEP:+:} stop" EXIT
+  trap stop EXIT
   trap 'exit 130' INT TERM
   ip netns add "$ns" || fail "cannot make the network namespace $ns"
   ip -n "$ns" link set lo up
