@@ -195,7 +195,10 @@ def test_manifest_fields(run):
 
 def test_compare_with_itself_passes(run, tmp_path):
     out, _ = run
-    r = run_tool("compare.py", out, out, "--gate", "exact", "--markdown", tmp_path / "c.md")
+    # With run_all.sh's tolerance for the resident-set growth, which moves by a page or two
+    # from one repetition to the next (and so between the repetitions of one run).
+    r = run_tool("compare.py", out, out, "--gate", "exact", "--tolerance=bytes_per_param=0.005",
+                 "--markdown", tmp_path / "c.md")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr
     assert "PASS" in r.stdout and "MISMATCH" not in r.stdout
     assert (tmp_path / "c.md").read_text().startswith("## Benchmark comparison")
