@@ -14,9 +14,9 @@ Builds zerobench if needed, runs every benchmark on the hardware present (NCCL w
 rank per GPU when GPUs are visible, else MPI on the CPUs), draws the figures and prints
 summary.md. Results go to results/<UTC stamp>_<host>/:
   collectives.json   zb_collectives: all_reduce, reduce_scatter, all_gather over a size sweep
-  zero_wire.json     zb_zero, all four stages over sockets with ring algorithms: volumes
+  zero_wire.json     zb_zero, every stage over sockets with ring algorithms: volumes
                      measured at the sockets (skipped with one rank, or one GPU)
-  zero.json          zb_zero, all four stages on the fastest transport, with compute and
+  zero.json          zb_zero, every stage on the fastest transport, with compute and
                      overlap: time, exposed communication, memory; trace_<stage>.json timelines
   zero_sweep.json    zb_zero --compute-sweep: exposed communication against compute
   predict_sweep.json zb_collectives per iteration through the communication thread: what the
@@ -35,7 +35,11 @@ summary.md. Results go to results/<UTC stamp>_<host>/:
 options:
   --quick            CI-sized run: small models and sizes, few iterations (about 2 minutes on
                      2 cores); with the mpi backend it launches 2 ranks unless --np is given
-  --np=N             ranks to launch (default: one per GPU, or one per core, 2..8, on CPUs)
+  --np=N             ranks to launch (default: one per GPU, or one per core, 2..8, on CPUs;
+                     under Slurm the allocation's tasks)
+  --srun-mpi=PLUGIN  under Slurm: srun's --mpi plugin (default: $ZB_SRUN_MPI, else the first
+                     of pmix, pmix_v*, pmi2 in `srun --mpi=list` with which a two-rank MPI
+                     job starts, else none)
   --backend=B        auto | mpi | nccl (default auto: nccl when a GPU is visible and the
                      build has CUDA)
   --out=DIR          results folder (default results/<UTC stamp>_<host>)
@@ -60,19 +64,23 @@ options:
 Progress goes to stderr, one line per benchmark with its elapsed time. A benchmark that
 fails is reported with the tail of its log and the others still run; the exit code is 1
 if any benchmark, the figures or the comparison failed, 2 for a bad option.
-Under Slurm (SLURM_JOB_ID set and srun present) ranks are launched with srun, else mpirun.
+Under Slurm (SLURM_JOB_ID set and srun present) ranks are launched with srun --mpi=PLUGIN,
+as many as the allocation has tasks (SLURM_NTASKS, else nodes x GPUs per node); the plugin
+and how it was chosen go to manifest.json. Elsewhere mpirun.
 USAGE
 }
 
 die2() { echo "run_all.sh: $*" >&2; exit 2; }
 
-quick=0 np="" backend=auto out="" only="" compare="" gate=exact threshold=0.1 reps=
+quick=0 np="" backend=auto out="" only="" compare="" gate=exact threshold=0.1 reps= srun_mpi=${ZB_SRUN_MPI:-}
+srun_mpi_from=${ZB_SRUN_MPI:+ZB_SRUN_MPI}
 declare -A tolerance=([bytes_per_param]=0.005 [volume_psi_measured]=0.01)
 for arg in "$@"; do
   case $arg in
     --quick) quick=1 ;;
     --np=*) np=${arg#*=} ;;
     --backend=*) backend=${arg#*=} ;;
+    --srun-mpi=*) srun_mpi=${arg#*=} srun_mpi_from=--srun-mpi ;;
     --out=*) out=${arg#*=} ;;
     --only=*) only=${arg#*=} ;;
     --repetitions=*) reps=${arg#*=} ;;
@@ -93,6 +101,7 @@ all_benches=(collectives zero predict sweep optimizer plan pipeline)
 [[ -z $reps || $reps =~ ^[1-9][0-9]*$ ]] || die2 "--repetitions must be a positive integer, not '$reps'"
 reps=${reps:-$( ((quick)) && echo 3 || echo 5)}
 [[ $backend =~ ^(auto|mpi|nccl)$ ]] || die2 "--backend must be auto, mpi or nccl, not '$backend'"
+[[ -z $srun_mpi || $srun_mpi =~ ^[a-z0-9_]+$ ]] || die2 "--srun-mpi must be a plugin name such as pmix, not '$srun_mpi'"
 [[ $gate =~ ^(exact|all)$ ]] || die2 "--gate must be exact or all, not '$gate'"
 [[ $threshold =~ ^[0-9]+([.][0-9]*)?$|^[.][0-9]+$ ]] || die2 "--threshold must be a number >= 0, not '$threshold'"
 [[ -n $out || $* != *--out=* ]] || die2 "--out needs a folder"
@@ -133,6 +142,14 @@ if [[ $backend == auto ]]; then
   ((gpus > 0)) && grep -q 'ZB_CUDA_ENABLED:INTERNAL=ON\|NCCL_LIBRARY:FILEPATH=/' build/CMakeCache.txt && backend=nccl
 fi
 cores=$(nproc 2>/dev/null || echo 2)
+slurm=0
+[[ -n ${SLURM_JOB_ID:-} ]] && command -v srun >/dev/null 2>&1 && slurm=1
+# Under Slurm the allocation says how many ranks: its tasks, else its nodes times the GPUs
+# of a node (this node's count stands for the others').
+if [[ -z $np ]] && ((slurm)); then
+  np=${SLURM_NTASKS:-${SLURM_NPROCS:-}}
+  if [[ -z $np ]] && [[ $backend == nccl ]]; then np=$(( ${SLURM_JOB_NUM_NODES:-1} * (gpus > 0 ? gpus : 1) )); fi
+fi
 if [[ -z $np ]]; then
   if [[ $backend == nccl ]]; then np=$((gpus > 0 ? gpus : 1))
   elif ((quick)); then np=2  # the baseline's rank count: exact metrics depend on N
@@ -141,10 +158,25 @@ fi
 
 # Launcher. On CPUs a rank's compute thread and its communication thread each need a core,
 # so MPI ranks are not bound to one.
-launch=() slurm=0
-if [[ -n ${SLURM_JOB_ID:-} ]] && command -v srun >/dev/null 2>&1; then
-  slurm=1
-  launch=(srun -n "$np")
+launch=()
+if ((slurm)); then
+  # Slurm's default MpiDefault=none cannot start Debian's Open MPI: name a PMI plugin. The
+  # user's choice, else the first one listed with which a two-rank job really starts.
+  if [[ -z $srun_mpi ]]; then
+    srun_mpi=none srun_mpi_from="none of srun --mpi=list started a two-rank job"
+    plugins=$(srun --mpi=list 2>&1 | awk '/^[ \t]+[a-z0-9_]+$/ {print $1} /pmix plugin versions available:/ {
+      sub(/.*available: */, ""); gsub(/,/, " "); print}')
+    for p in $(printf '%s\n' $plugins | grep -x 'pmix') $(printf '%s\n' $plugins | grep '^pmix_v') \
+             $(printf '%s\n' $plugins | grep -x 'pmi2'); do
+      [[ -x $bin/zb_collectives ]] || break
+      if timeout 120 srun --mpi="$p" -n "$((np < 2 ? np : 2))" "$bin/zb_collectives" --backend=mpi \
+           --ops=all_reduce --min-bytes=1K --max-bytes=1K --iters=1 --warmup=0 --no-bare >/dev/null 2>&1; then
+        srun_mpi=$p srun_mpi_from="first of srun --mpi=list that started a two-rank job"
+        break
+      fi
+    done
+  fi
+  launch=(srun --mpi="$srun_mpi" -n "$np")
 else
   launch=(mpirun -np "$np")
   ((np > cores)) && launch+=(--oversubscribe)
@@ -174,8 +206,8 @@ rm -f "$out"/{collectives,zero_wire,zero,predict_sweep,predict,zero_sweep,optimi
   "$out"/summary.md "$out"/compare.md
 runs_tsv=$out/logs/runs.tsv
 : >"$runs_tsv"
-log "$np ranks, backend $backend, $gpus GPU(s), $cores cores$( ((quick)) && echo ', quick');" \
-  "results in $out"
+log "$np ranks, backend $backend, $gpus GPU(s), $cores cores$( ((quick)) && echo ', quick')$( ((slurm)) \
+  && echo ", Slurm job $SLURM_JOB_ID, srun --mpi=$srun_mpi ($srun_mpi_from)");" "results in $out"
 
 failures=0
 now_us() { echo "${EPOCHREALTIME/[.,]/}"; }
@@ -345,6 +377,7 @@ fi
 
 python3 plots/manifest.py "$out" --runs="$runs_tsv" --backend="$backend" --ranks="$np" --gpus="$gpus" \
   --quick="$quick" --launcher="${launch[*]}" --argv="$*" \
+  --slurm-pmi="$( ((slurm)) && echo "$srun_mpi")" --slurm-pmi-from="$srun_mpi_from" \
   || { log "manifest.json: FAILED"; failures=$((failures + 1)); }
 
 t0=$(now_us)

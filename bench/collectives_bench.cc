@@ -3,7 +3,9 @@
 
 #include <cmath>
 
+#include "harness/comm/node_traffic.h"
 #include "harness/core/stats.h"
+#include "harness/driver/node_window.h"
 #include "kernels/pattern.h"
 
 namespace zb {
@@ -15,6 +17,9 @@ struct Shape {
   DType dtype;
   uint64_t count;  // full buffer, elements (padded to a multiple of ranks for RS/AG)
   uint64_t in_count, out_count;
+  bool hier = false;
+  uint64_t node_block = 0;  // hier: the block each rank reduces across nodes
+  int node_rank = 0;
 };
 
 Shape shape_for(Coll op, DType dtype, uint64_t bytes, int ranks) {
@@ -45,7 +50,24 @@ uint64_t count_wrong(const Shape& s, const void* host, int rank, int ranks) {
   return wrong;
 }
 
+// The hierarchical all-reduce, out of place: the node's reduce-scatter leaves this rank's block
+// of the node's sum at its place in `out`, the cross-node all-reduce completes it there, and
+// the node's all-gather fills in the rest around it. Issued as three calls on one stream;
+// `bare` issues the library's three calls the same way.
+Status hier_all_reduce(Communicator& comm, const Shape& s, const void* in, void* out, bool bare) {
+  char* own = static_cast<char*>(out) + uint64_t(s.node_rank) * s.node_block * dtype_size(s.dtype);
+  if (bare) {
+    ZB_RETURN_IF_ERROR(comm.bare(Coll::reduce_scatter, in, own, s.count, s.dtype, Group::node));
+    ZB_RETURN_IF_ERROR(comm.bare(Coll::all_reduce, own, own, s.node_block, s.dtype, Group::cross));
+    return comm.bare(Coll::all_gather, own, out, s.count, s.dtype, Group::node);
+  }
+  ZB_RETURN_IF_ERROR(comm.reduce_scatter(in, own, s.node_block, s.dtype, Group::node));
+  ZB_RETURN_IF_ERROR(comm.all_reduce(own, own, s.node_block, s.dtype, Group::cross));
+  return comm.all_gather(own, out, s.node_block, s.dtype, Group::node);
+}
+
 Status issue(Communicator& comm, const Shape& s, const void* in, void* out) {
+  if (s.hier) return hier_all_reduce(comm, s, in, out, false);
   switch (s.op) {
     case Coll::all_reduce: return comm.all_reduce(in, out, s.count, s.dtype);
     case Coll::reduce_scatter: return comm.reduce_scatter(in, out, s.out_count, s.dtype);
@@ -63,18 +85,34 @@ double quantile_of(const Timing& a, const Timing& b, double p) {
 
 }  // namespace
 
-uint64_t padded_count(Coll op, DType dtype, uint64_t bytes, int ranks) {
+uint64_t padded_count(Coll op, DType dtype, uint64_t bytes, int ranks, bool hier) {
   uint64_t elem = dtype_size(dtype);
   uint64_t count = std::max<uint64_t>(1, (bytes + elem - 1) / elem);
-  if (op != Coll::all_reduce) count = (count + uint64_t(ranks) - 1) / uint64_t(ranks) * uint64_t(ranks);
+  if (op != Coll::all_reduce || hier) count = (count + uint64_t(ranks) - 1) / uint64_t(ranks) * uint64_t(ranks);
   return count;
+}
+
+const char* coll_op_name(const CollOp& op) { return op.hier ? "hier_all_reduce" : coll_name(op.op); }
+
+std::vector<std::pair<std::string, CollOp>> coll_op_choices() {
+  std::vector<std::pair<std::string, CollOp>> out;
+  for (const auto& [name, c] : coll_choices()) out.push_back({name, CollOp{c, false}});
+  out.push_back({"hier_all_reduce", CollOp{Coll::all_reduce, true}});
+  return out;
 }
 
 Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* out) {
   Driver& driver = run.driver();
   Communicator& comm = driver.comm();
   const int n = comm.size(), rank = comm.rank();
-  const Shape s = shape_for(setup.op, setup.dtype, setup.bytes, n);
+  Shape s = shape_for(setup.op, setup.dtype, setup.bytes, n);
+  if (setup.hier) {
+    const int per_node = comm.group_size(Group::node);
+    s.count = s.in_count = s.out_count = padded_count(setup.op, setup.dtype, setup.bytes, per_node, true);
+    s.hier = true;
+    s.node_block = s.count / uint64_t(per_node);
+    s.node_rank = comm.group_rank(Group::node);
+  }
   const size_t esz = dtype_size(s.dtype);
   const uint64_t full_bytes = s.count * esz;
   Buffer in, out_buf, host_in, host_out;
@@ -90,7 +128,10 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
 
   auto ours = [&] { return issue(comm, s, in.data(), out_buf.data()); };
   auto ours_done = [&] { return comm.synchronize(); };
-  auto bare = [&] { return comm.bare(s.op, in.data(), out_buf.data(), s.count, s.dtype); };
+  auto bare = [&] {
+    return s.hier ? hier_all_reduce(comm, s, in.data(), out_buf.data(), true)
+                  : comm.bare(s.op, in.data(), out_buf.data(), s.count, s.dtype);
+  };
   auto bare_done = [&] { return comm.bare_synchronize(); };
   auto once = [&]() -> Status {
     ZB_RETURN_IF_ERROR(ours());
@@ -107,7 +148,14 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
     return setup.batch ? run.batch(ours, ours_done, t) : run.per_iteration(once, t);
   };
   Timing a1, b1, b2, a2;
-  ZB_RETURN_IF_ERROR(timed(false, &a1));
+  // The node counters around the first timed run (its warm-up and timed iterations), and the
+  // collectives the log holds for the same stretch.
+  const size_t first_record = comm.traffic().size();
+  NodeWindow window;
+  ZB_RETURN_IF_ERROR(measure_node_window(driver, [&] { return timed(false, &a1); }, &window));
+  std::vector<CollRecord> recs = comm.traffic().records();
+  recs.erase(recs.begin(), recs.begin() + ptrdiff_t(first_record));
+  const double window_iters = double(driver.warmup() + driver.iterations());
   if (setup.bare) {
     ZB_RETURN_IF_ERROR(timed(true, &b1));
     ZB_RETURN_IF_ERROR(timed(true, &b2));
@@ -134,9 +182,16 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   out->time_s = t.mean_s;
   out->bare_s = setup.bare ? (b1.mean_s + b2.mean_s) / 2 : NAN;
   out->wire_measured = setup.measurable && a1.write_bytes >= 0 ? measured : NAN;
-  out->wire_ideal = ideal_wire_bytes(s.op, full_bytes, n);
+  out->wire_ideal = 0;
+  for (const CollRecord& r : recs) out->wire_ideal += ideal_wire_bytes(r.op, r.bytes(), r.ranks);
+  out->wire_ideal /= window_iters;
+  const NodeBytes nb = ring_node_bytes(recs, driver.topology());
+  out->inter_ideal = driver.max_over_nodes(nb.inter) / window_iters;
+  out->intra_ideal = driver.max_over_nodes(nb.intra) / window_iters;
+  out->inter_measured = window.inter / window_iters;
+  out->intra_measured = setup.measurable ? window.intra / window_iters : NAN;
   out->algbw = t.mean_s > 0 ? double(full_bytes) / t.mean_s / 1e9 : 0;
-  out->busbw = out->algbw * busbw_factor(s.op, n);
+  out->busbw = out->algbw * busbw_factor(s.op, n);  // of the flat op it stands in for, when hier
   run.counter("ranks", n);
   run.counter("bytes", double(full_bytes));
   run.counter("algbw_GBps", out->algbw);
@@ -144,6 +199,12 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   run.counter("wrong", out->wrong);
   run.counter("wire_bytes_ideal", out->wire_ideal);
   run.counter("wire_bytes_measured", out->wire_measured);
+  run.counter("nodes", driver.topology().nodes);
+  run.counter("ranks_per_node", driver.topology().local_size);
+  run.counter("inter_node_bytes_ideal", out->inter_ideal);
+  run.counter("inter_node_bytes_measured", out->inter_measured);
+  run.counter("intra_node_bytes_ideal", out->intra_ideal);
+  run.counter("intra_node_bytes", out->intra_measured);
   run.counter("bare_time_s", out->bare_s);
   run.counter("overhead_ratio", out->time_s / out->bare_s);
   if (!setup.batch) {

@@ -4,14 +4,30 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "harness/comm/traffic.h"
 #include "harness/driver/driver.h"
 
 namespace zb {
 
+// What one benchmark runs: a library collective, or (hier, with all_reduce) the hierarchical
+// all-reduce built from three: a reduce-scatter within each node, an all-reduce of each rank's
+// block across nodes, an all-gather within the node. Only 1/S of the vector then leaves the
+// node per rank, where a flat ring sends its whole 2(N-1)/N out of each node once.
+struct CollOp {
+  Coll op = Coll::all_reduce;
+  bool hier = false;
+  bool operator==(const CollOp&) const = default;
+};
+const char* coll_op_name(const CollOp& op);  // "all_reduce", ..., "hier_all_reduce"
+std::vector<std::pair<std::string, CollOp>> coll_op_choices();
+
 struct CollSetup {
   Coll op = Coll::all_reduce;
+  bool hier = false;      // the hierarchical all-reduce (op is all_reduce)
   DType dtype = DType::bf16;
   uint64_t bytes = 0;     // requested full buffer; padded up for reduce-scatter and all-gather
   bool batch = true;      // false: each iteration completed and timed alone (p50, p99)
@@ -24,11 +40,15 @@ struct CollResult {
   uint64_t bytes = 0, count = 0;  // the full buffer as run (padded)
   double time_s = 0, bare_s = NAN, algbw = 0, busbw = 0, wrong = 0;
   double wire_ideal = 0, wire_measured = NAN;
+  // Per iteration, the busiest node: bytes to other nodes (and among its ranks) under rings,
+  // and as its counters saw them (NaN where no launcher names them).
+  double inter_ideal = 0, inter_measured = NAN, intra_ideal = 0, intra_measured = NAN;
 };
 
 // The full buffer a size becomes: whole elements, and for reduce-scatter and all-gather a
-// multiple of the rank count so every rank holds an equal block.
-uint64_t padded_count(Coll op, DType dtype, uint64_t bytes, int ranks);
+// multiple of the rank count so every rank holds an equal block (the hierarchical
+// all-reduce: a multiple of the ranks per node, `ranks` then being those).
+uint64_t padded_count(Coll op, DType dtype, uint64_t bytes, int ranks, bool hier = false);
 
 Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* out);
 

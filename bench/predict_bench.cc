@@ -14,16 +14,19 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction
   ScheduleLog log;
   std::vector<CollRecord> traffic;
   if (setup.pipeline)
-    ZB_RETURN_IF_ERROR(record_pipeline_schedule(*setup.model, setup.pipeline_config, setup.compute, setup.ranks, 0,
-                                                2, &log, &traffic));
+    ZB_RETURN_IF_ERROR(
+        record_pipeline_schedule(*setup.model, setup.pipeline_config, setup.compute, setup.topo, 2, &log, &traffic));
   else
-    ZB_RETURN_IF_ERROR(record_zero_schedule(*setup.model, setup.config, setup.ranks, 0, 2, &log, &traffic));
+    ZB_RETURN_IF_ERROR(record_zero_schedule(*setup.model, setup.config, setup.topo, 2, &log, &traffic));
   Status missing;
   auto coll_seconds = [&](const CollRecord& c) {
-    const CollModel* m = setup.sweep->find(c.op, c.dtype);
+    // A group that holds every rank (the node group on one node) is the world: its sweep.
+    const Group g = c.ranks == setup.topo.size ? Group::world : c.group;
+    const CollModel* m = setup.sweep->find(c.op, c.dtype, group_name(g));
     if (!m) {
-      if (missing) missing = Status::error("--sweep has no " + std::string(coll_name(c.op)) + " of " +
-                                           dtype_name(c.dtype) + ": sweep that op and dtype too");
+      if (missing)
+        missing = Status::error("--sweep has no " + std::string(coll_name(c.op)) + " of " + dtype_name(c.dtype) +
+                                " over the " + group_name(g) + " group: sweep that op, dtype and group too");
       return CollModel::Prediction{0, true};
     }
     return m->predict(double(c.bytes()));
@@ -44,7 +47,7 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction
     for (const CollRecord& c : traffic) ++counts[int(c.op)];
     const Stage stage = setup.pipeline ? setup.pipeline_config.stage : setup.config.stage;
     std::string meta = std::string("\"stage\": \"") + stage_name(stage) +
-                       "\", \"ranks\": " + std::to_string(setup.ranks) + ", \"predicted\": true, \"collectives\": {";
+                       "\", \"ranks\": " + std::to_string(setup.topo.size) + ", \"predicted\": true, \"collectives\": {";
     for (Coll c : {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather})
       meta += std::string(c == Coll::all_reduce ? "" : ", ") + "\"" + coll_name(c) + "\": " +
               std::to_string(counts[int(c)]);
@@ -63,10 +66,10 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction
   if (setup.pipeline) {
     PipelineLayout lay;
     const PipelineConfig& c = setup.pipeline_config;
-    ZB_RETURN_IF_ERROR(make_pipeline_layout(*setup.model, c.shape, c.bucket_elems, setup.ranks, setup.ranks, &lay));
+    ZB_RETURN_IF_ERROR(make_pipeline_layout(*setup.model, c.shape, c.bucket_elems, setup.topo.size, setup.topo.size, &lay));
     psi = double(lay.flat.params);
   }
-  run.counter("ranks", setup.ranks);
+  run.counter("ranks", setup.topo.size);
   run.counter("params", psi);
   run.counter("collectives", out->collectives);
   run.counter("volume_psi", volume / psi);

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "harness/comm/topology.h"
 #include "harness/driver/driver.h"
 #include "harness/predict/simulate.h"
 #include "harness/predict/sweep.h"
@@ -22,7 +23,7 @@ struct PredictSetup {
   bool pipeline = false;
   PipelineConfig pipeline_config;
   ComputeSpec compute;  // none, sleep or spin: a layer's forward; backward twice as long
-  int ranks = 1;
+  Topology topo;  // the modelled ranks and nodes
   std::string trace_path;  // the predicted step as a Chrome trace, when set
   // The measured counters of the zb_zero benchmark of the same name (from --measured), to
   // report the prediction's error beside it; null when not given or not found.

@@ -11,7 +11,7 @@
 namespace {
 
 struct Options {
-  std::vector<zb::Coll> ops{zb::Coll::all_reduce, zb::Coll::reduce_scatter, zb::Coll::all_gather};
+  std::vector<zb::CollOp> ops{{zb::Coll::all_reduce}, {zb::Coll::reduce_scatter}, {zb::Coll::all_gather}};
   uint64_t min_bytes = 1024, max_bytes = 64ull << 20;
   double step_factor = 2;
   zb::DType dtype = zb::DType::bf16;
@@ -20,19 +20,20 @@ struct Options {
 };
 
 struct Row {
-  zb::Coll op;
+  std::string op;
   zb::CollResult r;
 };
 
 void print_table(const std::vector<Row>& rows, zb::DType dtype) {
   zb::Table table({"op", "size(B)", "count(elts)", "type", "time(us)", "bare(us)", "overhead",
-                   "algbw(GB/s)", "busbw(GB/s)", "wrong", "wire ideal(B)", "wire measured(B)"});
+                   "algbw(GB/s)", "busbw(GB/s)", "wrong", "wire ideal(B)", "wire measured(B)",
+                   "inter-node ideal(B)", "measured(B)"});
   double busbw_sum = 0, wrong = 0;
   for (const auto& [op, r] : rows) {
-    table.add_row({zb::coll_name(op), std::to_string(r.bytes), std::to_string(r.count), zb::dtype_name(dtype),
+    table.add_row({op, std::to_string(r.bytes), std::to_string(r.count), zb::dtype_name(dtype),
                    zb::fmt(r.time_s * 1e6, 1), zb::fmt(r.bare_s * 1e6, 1), zb::fmt(r.time_s / r.bare_s, 3),
                    zb::fmt(r.algbw, 3), zb::fmt(r.busbw, 3), zb::fmt(r.wrong, 0), zb::fmt(r.wire_ideal, 0),
-                   zb::fmt(r.wire_measured, 0)});
+                   zb::fmt(r.wire_measured, 0), zb::fmt(r.inter_ideal, 0), zb::fmt(r.inter_measured, 0)});
     busbw_sum += r.busbw;
     wrong += r.wrong;
   }
@@ -51,7 +52,8 @@ int main(int argc, char** argv) {
                     "busbw, correctness, and wire bytes ideal and measured.");
   Options opt;
   auto& f = driver.flags();
-  f.add_list("ops", &opt.ops, "collectives to run", zb::coll_choices());
+  f.add_list("ops", &opt.ops, "collectives to run; hier_all_reduce: reduce-scatter within each node, "
+             "all-reduce across nodes, all-gather within the node", zb::coll_op_choices());
   f.add_bytes("min-bytes", &opt.min_bytes, "smallest full buffer (K, M, G suffixes)", 1);
   f.add_bytes("max-bytes", &opt.max_bytes, "largest full buffer", 1);
   f.add_double("step-factor", &opt.step_factor, "size multiplier between steps", 1.0, 1024);
@@ -76,23 +78,32 @@ int main(int argc, char** argv) {
 
   zb::Communicator& comm = driver.comm();
   const int n = comm.size();
+  for (const zb::CollOp& op : opt.ops)
+    if (op.hier && !driver.topology().uniform()) {
+      // Each node would pad to its own S, and the ranks would disagree on the buffer.
+      if (driver.root())
+        std::fprintf(stderr, "zb_collectives: --ops=hier_all_reduce needs the same number of ranks on "
+                     "every node; these nodes differ (see --ranks-per-node)\n");
+      return 2;
+    }
   zb::Status s = comm.set_progress(opt.progress);
   if (!s) driver.abort_job(s);
   std::string why_not;
   const bool measurable = zb::socket_transport(zb::backend_name(comm.backend()), n, &why_not);
   std::vector<Row> rows;
 
-  for (zb::Coll op : opt.ops)
+  for (zb::CollOp op : opt.ops)
     for (uint64_t bytes : zb::size_sweep(opt.min_bytes, opt.max_bytes, opt.step_factor)) {
-      zb::CollSetup setup{op, opt.dtype, bytes, opt.batch, opt.bare, opt.check, measurable};
-      uint64_t full_bytes = zb::padded_count(op, opt.dtype, bytes, n) * zb::dtype_size(opt.dtype);
-      std::string name = std::string(zb::coll_name(op)) + "/bytes:" + std::to_string(full_bytes) +
+      zb::CollSetup setup{op.op, op.hier, opt.dtype, bytes, opt.batch, opt.bare, opt.check, measurable};
+      const int pad_ranks = op.hier ? comm.group_size(zb::Group::node) : n;
+      uint64_t full_bytes = zb::padded_count(op.op, opt.dtype, bytes, pad_ranks, op.hier) * zb::dtype_size(opt.dtype);
+      std::string name = std::string(zb::coll_op_name(op)) + "/bytes:" + std::to_string(full_bytes) +
                          "/dtype:" + zb::dtype_name(opt.dtype);
       driver.add(name, [&, setup, name](zb::Run& run) -> zb::Status {
         zb::CollResult r;
         ZB_RETURN_IF_ERROR(zb::run_collective_benchmark(run, setup, &r));
         if (r.wrong > 0) driver.mark_failed(name + ": " + zb::fmt(r.wrong, 0) + " wrong elements");
-        rows.push_back({setup.op, r});
+        rows.push_back({zb::coll_op_name({setup.op, setup.hier}), r});
         return zb::Status::ok();
       });
     }

@@ -15,7 +15,7 @@ namespace {
 struct Options {
   double params = 0;
   std::string dp_text, json_path;
-  int64_t world = 0, tp = 1, pp = 1, ep = 1;
+  int64_t world = 0, tp = 1, pp = 1, ep = 1, dp_per_node = 0;
   int64_t microbatches = 0, chunks = 1;  // pipeline rows when microbatches > 0
   double expert_fraction = 0;
   zb::Optimizer optimizer = zb::Optimizer::adam;
@@ -76,6 +76,9 @@ int main(int argc, char** argv) {
   flags.add_int("pp", &o.pp, "pipeline-parallel degree", 1, zb::kMaxDegree);
   flags.add_int("ep", &o.ep, "expert-parallel degree, carved out of dp (must divide dp)", 1,
                 zb::kMaxDegree);
+  flags.add_int("dp-per-node", &o.dp_per_node,
+                "data-parallel ranks on one node: what hsdp shards over and hpz keeps its node copy "
+                "over (default 0: gcd(dp, 8), one 8-GPU node's share)", 0, zb::kMaxDegree);
   flags.add_double("expert-fraction", &o.expert_fraction,
                    "share of params in expert weights (split over ep)", 0, 1);
   flags.add_choice("optimizer", &o.optimizer, "adam (12 bytes/param) or momentum (8)",
@@ -110,6 +113,7 @@ int main(int argc, char** argv) {
   layout.params = o.params;
   layout.tp = o.tp, layout.pp = o.pp, layout.ep = o.ep;
   layout.expert_fraction = o.expert_fraction;
+  layout.dp_per_node = o.dp_per_node;
   layout.optimizer = o.optimizer;
   layout.grad_dtype = o.grad_dtype;
 

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
                     "the step's own schedule, their times from the sweep, overlap from the "
                     "schedule's dependencies. Runs as one process; --ranks sets the modelled N.");
   driver.set_default_iterations(1, 0);
+  driver.model_nodes_only();
   Options opt;
   auto& f = driver.flags();
   f.add_string("sweep", &opt.sweep, "zb_collectives results JSON measured at --ranks ranks (required)");
@@ -95,6 +96,8 @@ int main(int argc, char** argv) {
   }
   zb::Results measured;
   if (s && !opt.measured.empty()) s = zb::load_results(opt.measured, "--measured", &measured);
+  zb::Topology topo;
+  if (s) s = zb::modelled_topology(ranks, int(driver.ranks_per_node()), &topo);
   if (!s) {
     if (driver.root()) std::fprintf(stderr, "zb_predict: %s\n", s.message().c_str());
     return 2;
@@ -104,7 +107,7 @@ int main(int argc, char** argv) {
   base.model = &model;
   base.sweep = &sweep;
   base.compute = compute;
-  base.ranks = ranks;
+  base.topo = topo;
   base.config.optimizer.kind = opt.optimizer;
   base.config.grad_dtype = opt.grad_dtype;
   base.config.bucket_elems =

@@ -3,9 +3,11 @@
 // communication with compute, and a bit-exact check against a single-process reference.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "bench/bench_names.h"
 #include "bench/zero_bench.h"
+#include "harness/comm/node_traffic.h"
 #include "harness/core/files.h"
 #include "harness/driver/driver.h"
 #include "harness/driver/table.h"
@@ -30,10 +32,12 @@ struct Row {
 
 void print_table(const std::vector<Row>& rows) {
   zb::Table table({"stage", "bytes/param formula", "measured", "volume ideal(Psi)", "measured(Psi)",
-                   "step(ms)", "compute(ms)", "comm(ms)", "exposed(ms)", "overlap", "wrong"});
+                   "inter(Psi)", "inter-node MB ideal", "measured", "step(ms)", "compute(ms)", "comm(ms)",
+                   "exposed(ms)", "overlap", "wrong"});
   for (const auto& [stage, r] : rows)
     table.add_row({stage, zb::fmt(r.formula, 3), zb::fmt(r.per_param, 3), zb::fmt(r.volume, 4),
-                   zb::fmt(r.volume_measured, 4), zb::fmt(r.step_s * 1e3, 2), zb::fmt(r.compute_s * 1e3, 2),
+                   zb::fmt(r.volume_measured, 4), zb::fmt(r.volume_inter, 4), zb::fmt(r.inter_ideal / 1e6, 3),
+                   zb::fmt(r.inter_measured / 1e6, 3), zb::fmt(r.step_s * 1e3, 2), zb::fmt(r.compute_s * 1e3, 2),
                    zb::fmt(r.comm_s * 1e3, 2), zb::fmt(r.exposed_s * 1e3, 2), zb::fmt(r.overlap, 2),
                    zb::fmt(r.wrong, 0)});
   table.print(stdout);
@@ -87,6 +91,15 @@ int main(int argc, char** argv) {
   }
   zb::Communicator& comm = driver.comm();
   const int n = comm.size();
+  for (zb::Stage st : opt.stages) {
+    const zb::StageModel& m = zb::stage_model(st);
+    if ((m.reduces_across_nodes() || m.node_weight_copy) && !driver.topology().uniform()) {
+      if (driver.root())
+        std::fprintf(stderr, "zb_zero: --stages=%s needs the same number of ranks on every node; these "
+                     "nodes differ (see --ranks-per-node)\n", m.name);
+      return 2;
+    }
+  }
   std::unique_ptr<zb::Compute> compute;
   s = zb::Compute::create(comm.mem_kind(), driver.cpu_threads_per_rank(), &compute);
   if (!s) driver.abort_job(s);
@@ -145,7 +158,9 @@ int main(int argc, char** argv) {
 
   code = driver.run();
   if (driver.root() && !rows.empty()) {
-    std::printf("\n# zb_zero: %d ranks, %s, Psi = %.0f, %s, %s gradients, compute %s, overlap %s, backend %s\n", n,
+    const zb::Topology& topo = driver.topology();
+    std::printf("\n# zb_zero: %d ranks (%d node(s) x %d%s), %s, Psi = %.0f, %s, %s gradients, compute %s, overlap %s, backend %s\n",
+                n, topo.nodes, topo.local_size, topo.declared ? ", declared" : "",
                 model.description.c_str(), double(model.params()), zb::optimizer_name(opt.optimizer),
                 zb::dtype_name(opt.grad_dtype), opt.compute.c_str(), overlap.c_str(), zb::backend_name(comm.backend()));
     print_table(rows);
@@ -154,6 +169,12 @@ int main(int argc, char** argv) {
                 comm.mem_kind() == zb::MemKind::device ? "cudaMemGetInfo" : "resident-set");
     if (!measurable)
       std::printf("# volume measured: n/a: %s\n", n == 1 ? "one rank moves nothing" : why_not.c_str());
+    const std::string counter = zb::kInterNodeCounterEnv;
+    const std::string how = topo.declared ? "n/a for declared nodes"
+                            : std::getenv(counter.c_str()) ? "the node link's counter (" + counter + ")"
+                            : "n/a: no launcher named a node counter (" + counter + "; see tools/cluster.sh)";
+    std::printf("# inter-node MB: per step, bytes the busiest node sent to other nodes; ideal: rings over each "
+                "collective's group; measured: %s\n", how.c_str());
   }
   return code;
 }

@@ -5,13 +5,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "harness/comm/node_traffic.h"
 #include "harness/core/stats.h"
+#include "harness/driver/node_window.h"
 #include "harness/zero/overlap.h"
 #include "harness/zero/state_formula.h"
 
 namespace zb {
-
-
 
 static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, const std::string& path) {
   size_t first = d.comm().traffic().size();
@@ -60,7 +60,15 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
     exposed.push_back(z->last_exposed_s());
     return Status::ok();
   };
-  ZB_RETURN_IF_ERROR(run.per_iteration(step, &t));
+  // The node counters are read around every step the log holds so far (warm-up and timed),
+  // so both sides of inter_node_bytes cover the same collectives.
+  NodeWindow window;
+  ZB_RETURN_IF_ERROR(measure_node_window(d, [&]() -> Status {
+    ZB_RETURN_IF_ERROR(run.per_iteration(step, &t));
+    return z->finish();
+  }, &window));
+  std::vector<CollRecord> windowed = comm.traffic().records();
+  const double window_steps = double(z->steps_done());
   run.report(t);
   out->step_s = t.median_s;
   // The timed steps are the last ones; the warm-up steps came first.
@@ -75,6 +83,16 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
   out->volume = comm.traffic().volume_elements() / steps / psi;
   out->volume_measured = setup.measure_wire ? d.max_over_ranks(comm.traffic().measured_volume_elements(n)) / steps / psi : NAN;
   double wire_ideal = comm.traffic().ideal_wire_bytes(n) / steps;
+  const Topology& topo = d.topology();
+  NodeVolume nv = node_volume(comm.traffic().records(), topo);
+  out->volume_intra = nv.intra / steps / psi;
+  out->volume_inter = nv.inter / steps / psi;
+  NodeBytes nb = ring_node_bytes(windowed, topo);
+  out->inter_ideal = d.max_over_nodes(nb.inter) / window_steps;
+  out->intra_ideal = d.max_over_nodes(nb.intra) / window_steps;
+  out->inter_measured = window.inter / window_steps;
+  // Same-node traffic reaches the loopback only over sockets; shared memory bypasses it.
+  out->intra_measured = setup.measure_wire ? window.intra / window_steps : NAN;
   if (setup.check) {
     std::vector<Segment> segs = z->check_segments();
     CheckState got, want;
@@ -110,12 +128,20 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
   // The busiest rank bounds the step, so memory is reported for it.
   out->per_param = d.max_over_ranks(double(z->measured_state_bytes()) / psi);
   out->tracked = double(z->tracker().resident_state_bytes()) / psi;
-  out->formula = bytes_per_param(stage, setup.config.optimizer.kind, gbytes, n);
+  out->formula = bytes_per_param(stage, setup.config.optimizer.kind, gbytes, n, topo.local_size);
   run.counter("ranks", n);
+  run.counter("nodes", topo.nodes);
+  run.counter("ranks_per_node", topo.local_size);
   run.counter("params", psi);
   run.counter("padding", double(z->layout().padding()));
   run.counter("volume_psi", out->volume);
   run.counter("volume_psi_measured", out->volume_measured);
+  run.counter("volume_psi_intra", out->volume_intra);
+  run.counter("volume_psi_inter", out->volume_inter);
+  run.counter("inter_node_bytes_ideal", out->inter_ideal);
+  run.counter("inter_node_bytes_measured", out->inter_measured);
+  run.counter("intra_node_bytes_ideal", out->intra_ideal);
+  run.counter("intra_node_bytes", out->intra_measured);
   run.counter("bytes_per_param", out->per_param);
   run.counter("bytes_per_param_tracked", out->tracked);
   run.counter("bytes_per_param_formula", out->formula);

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 # exact by default, and run_all.sh relaxes it with --tolerance (see TOLERANCE_HELP).
 EXACT = {"wrong", "volume_psi", "bytes_per_param", "bytes_per_param_formula",
          "bytes_per_param_tracked", "bytes_per_param_moved", "params", "ranks", "padding",
-         "state_params", "transient_peak_bytes", "wire_bytes_ideal",
+         "state_params", "transient_peak_bytes", "wire_bytes_ideal", "nodes", "ranks_per_node",
+         "volume_psi_intra", "volume_psi_inter", "inter_node_bytes_ideal", "intra_node_bytes_ideal",
          # zb_pipeline's formulas and counts
          "volume_psi_formula", "grad_bytes_per_param_formula", "collectives", "microbatches", "chunks"}
 EXACT_REL_TOL = 1e-9

@@ -1,5 +1,7 @@
 """Figures of one training step per ZeRO stage (zero.json): memory, volume, step time."""
 
+from matplotlib.ticker import EngFormatter
+
 import gbjson
 import figstyle as fs
 
@@ -97,3 +99,33 @@ def step_time(runs, outdir):
     return fs.save(fig, outdir, "zero_step_time",
                    ["benchmark", "bar", "compute_s", "exposed_comm_s", "exposed_comm_s_min",
                     "exposed_comm_s_max", "repetitions"], rows)
+
+
+def inter_node_bytes(runs, outdir):
+    """Bytes the busiest node sends to other nodes per step, per stage: the rings' ideal and
+    the node link's counter. Nothing crosses on one node, so that draws nothing."""
+    picks, labels = _stages(runs, "inter_node_bytes_ideal")
+    if not any(p.value("nodes") > 1 for p in picks):
+        raise fs.NoData("one node: no inter-node traffic to draw")
+    fig, ax = fs.new_figure()
+    ideal = [p.value("inter_node_bytes_ideal") for p in picks]
+    measured = [p.value("inter_node_bytes_measured") for p in picks]
+    xs = range(len(picks))
+    ax.bar([x - 0.2 for x in xs], ideal, width=0.4, label="ideal (ring)", **fs.bar_style(0))
+    shown = [(x + 0.2, m) for x, m in zip(xs, measured) if fs.finite(m)]
+    if shown:
+        ax.bar([x for x, _ in shown], [m for _, m in shown], width=0.4,
+               label="measured (node link)", **fs.bar_style(1))
+    _categories(ax, labels)
+    ax.yaxis.set_major_formatter(EngFormatter(unit="B"))  # decimal: 6 MB, as the table
+    ax.set_ylabel("inter-node bytes per step, busiest node")
+    ax.set_ylim(bottom=0)
+    nodes, per = picks[0].value("nodes"), picks[0].value("ranks_per_node")
+    if fs.finite(nodes, per):
+        ax.set_title(f"{nodes:g} nodes x {per:g} ranks")
+    ax.legend()
+    rows = [[p.name, t, i, _drawn(m), p.value("nodes"), p.value("ranks_per_node")]
+            for p, t, i, m in zip(picks, labels, ideal, measured)]
+    return fs.save(fig, outdir, "zero_inter_node_bytes",
+                   ["benchmark", "bar", "inter_node_bytes_ideal", "inter_node_bytes_measured",
+                    "nodes", "ranks_per_node"], rows)

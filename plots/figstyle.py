@@ -30,7 +30,7 @@ LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2)), (0, (8
 BAR_FACES = ["0.85", "white", "0.55", "white", "0.35"]
 BAR_HATCHES = ["", "////", "", "xxxx", "...."]
 
-STAGE_ORDER = ["dp", "z1", "z2", "z3"]
+STAGE_ORDER = ["dp", "z1", "z2", "z3", "hsdp", "hpz"]
 
 
 class NoData(Exception):

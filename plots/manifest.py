@@ -138,7 +138,15 @@ def main(argv=None):
     p.add_argument("--quick", default="0")
     p.add_argument("--launcher", default="")
     p.add_argument("--argv", default="", help="run_all.sh's own arguments")
+    p.add_argument("--slurm-pmi", default="", help="srun's --mpi plugin, under Slurm")
+    p.add_argument("--slurm-pmi-from", default="", help="how the plugin was chosen")
     a = p.parse_args(argv)
+    slurm = None
+    if a.slurm_pmi:
+        slurm = {"job_id": os.environ.get("SLURM_JOB_ID", ""),
+                 "nodes": os.environ.get("SLURM_JOB_NUM_NODES", os.environ.get("SLURM_NNODES", "")),
+                 "ntasks": os.environ.get("SLURM_NTASKS", os.environ.get("SLURM_NPROCS", "")),
+                 "pmi": a.slurm_pmi, "pmi_chosen_by": a.slurm_pmi_from}
     manifest = {
         "revision": sh("git", "rev-parse", "HEAD"),
         "dirty": bool(sh("git", "status", "--porcelain", "--untracked-files=no")),
@@ -148,6 +156,7 @@ def main(argv=None):
         "backend": a.backend,
         "ranks": a.ranks,
         "launcher": a.launcher,
+        "slurm": slurm,
         "runs": runs(a.runs),
         "algorithm_settings": {
             "environment": {k: v for k, v in sorted(os.environ.items())

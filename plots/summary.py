@@ -14,13 +14,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gbjson  # noqa: E402
 
-STAGES = ["dp", "z1", "z2", "z3"]
-# The article's table: resident bytes per parameter and what a step communicates.
+STAGES = ["dp", "z1", "z2", "z3", "hsdp", "hpz"]
+# The article's table: resident bytes per parameter and what a step communicates; then the
+# node-aware stages, with S ranks per node.
 ARTICLE = {
     "dp": ("w+g+o", "all-reduce"),
     "z1": ("w+g+o/N", "reduce-scatter + all-gather"),
     "z2": ("w+(g+o)/N", "reduce-scatter during backward + all-gather"),
     "z3": ("(w+g+o)/N", "all-gather per layer (fwd, bwd) + reduce-scatter"),
+    "hsdp": ("(w+g+o)/S", "z3 within the node + all-reduce of the shard across nodes"),
+    "hpz": ("(w+g+o)/N+w/S", "z3, backward's all-gather from a node copy within the node"),
 }
 OPS = ["all_reduce", "reduce_scatter", "all_gather"]
 
@@ -29,6 +32,11 @@ def fmt(v, digits=3):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "n/a"
     return f"{v:.{digits}f}"
+
+
+def mega(v):
+    """Bytes as the C++ wrote them, shown in MB (1e6 bytes)."""
+    return "n/a" if v is None or math.isnan(v) else f"{v / 1e6:.3f}"
 
 
 def ms(v):
@@ -107,25 +115,34 @@ def zero_section(results):
         rows.append([stage, ARTICLE[stage][0], ARTICLE[stage][1],
                      fmt(value(mem, "bytes_per_param_formula")), fmt(value(mem, "bytes_per_param")),
                      fmt(value(vol, "volume_psi"), 4), fmt(value(vol, "volume_psi_measured"), 4),
+                     mega(value(vol, "inter_node_bytes_ideal")),
+                     mega(value(vol, "inter_node_bytes_measured")),
                      timed(t, "step_s", ms), timed(t, "compute_s", ms),
                      timed(t, "exposed_comm_s", ms),
                      timed(t, "overlap_eff", lambda v: fmt(v, 2)),
                      " / ".join(fmt(value(p, "wrong"), 0) for p in (v, t))])
     head = ["stage", "bytes/param (article)", "collectives", "bytes/param formula",
-            "measured", "volume ideal (Ψ)", "measured (Ψ)", "step (ms)", "compute (ms)",
+            "measured", "volume ideal (Ψ)", "measured (Ψ)", "inter-node MB/step ideal",
+            "inter-node measured", "step (ms)", "compute (ms)",
             "exposed comm (ms)", "overlap", "wrong (wire / time)"]
     out = ["## ZeRO stages: the article's table, measured", ""]
     first = next(iter((zero or wire).values()), None)
     if first is not None:
         params = [f"{k}:{first.params[k]}" for k in ("params", "layers", "optimizer", "grad")
                   if k in first.params]
-        out += [f"Model {', '.join(params)}; N = {fmt(first.value('ranks'), 0)} ranks. Bytes per "
-                "parameter: w = 2, g = 2 (BF16) or 4 (FP32), o = 12 (Adam) or 8 (momentum).", ""]
+        nodes = first.value("nodes")
+        where = "" if math.isnan(nodes) else (
+            f" on {fmt(nodes, 0)} node(s) of S = {fmt(first.value('ranks_per_node'), 0)}")
+        out += [f"Model {', '.join(params)}; N = {fmt(first.value('ranks'), 0)} ranks{where}. Bytes "
+                "per parameter: w = 2, g = 2 (BF16) or 4 (FP32), o = 12 (Adam) or 8 (momentum).", ""]
     out += [table(head, rows), ""]
     out.append("- bytes/param measured: resident-set growth (host) or cudaMemGetInfo (GPU) while "
                "the state is allocated, busiest rank. Step (median), compute, exposed "
                "communication (the time compute waited for it, measured directly) and overlap: "
                "zero.json, fastest transport, with compute.")
+    out.append("- inter-node MB/step: what the busiest node sent to other nodes per step; ideal "
+               "from rings over each collective's group, measured by the node link's transmit "
+               "counter where the launcher names it (tools/cluster.sh), else n/a. 0 on one node.")
     if wire is not None:
         out.append("- volume: zero_wire.json; measured from the bytes written to sockets, ring "
                    "algorithms.")

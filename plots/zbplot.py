@@ -38,6 +38,7 @@ FIGURES = [
     ("collectives.json", _gb, fig_collectives.busbw),
     ("zero.json", _gb, fig_zero.bytes_per_param),
     (("zero_wire.json", "zero.json"), _gb, fig_zero.volume),
+    (("zero_wire.json", "zero.json"), _gb, fig_zero.inter_node_bytes),
     ("zero.json", _gb, fig_zero.step_time),
     ("zero_sweep.json", _gb, fig_sweep.exposed_vs_ratio),
     ("predict.json", _gb, fig_predict.predicted_vs_measured),

@@ -178,8 +178,12 @@ run_path() {  # run_path NAME PROGRAM ARGS...: results/NAME.json; SKIP when the 
 
 # Every size of every op checked element by element.
 run_path collectives zb_collectives --min-bytes=1K --max-bytes=256M --step-factor=4 --iters=10 --warmup=3
-# A training step of every stage: device memory from cudaMemGetInfo, the final state checked
-# bit for bit against the reference.
+# The hierarchical all-reduce: the node and cross-node communicators ncclCommSplit makes, and
+# NCCL's in-place reduce-scatter, all-reduce and all-gather on them, every element checked.
+run_path hier zb_collectives --ops=hier_all_reduce --min-bytes=1K --max-bytes=256M --step-factor=16 \
+  --iters=10 --warmup=3
+# A training step of every stage (hsdp and hpz on the split communicators): device memory from
+# cudaMemGetInfo, the final state checked bit for bit against the reference.
 run_path zero zb_zero --params=64e6 --layers=16 --iters=5 --warmup=2
 # Every stage overlapped with cuBLAS GEMM compute, ordered by CUDA events between the compute
 # and communication streams, checked against the reference; a trace per stage.

@@ -17,7 +17,7 @@ import gbjson  # noqa: E402  (plots/ is not a package; stdlib only, so it runs o
 
 BYTES_256MIB = 256 << 20
 PARAMS_256M = 256 << 20
-STAGES = ("dp", "z1", "z2", "z3")
+STAGES = ("dp", "z1", "z2", "z3", "hsdp", "hpz")
 
 
 def runs_of(results, name):
@@ -48,6 +48,18 @@ def collectives(results, logs):
     if ranks == 1:
         out.append("  (one rank: busbw is 0 by its definition, 2(N-1)/N or (N-1)/N of algbw; "
                    "algbw is the local copy rate)")
+    return out
+
+
+def hier(results, logs):
+    rows = runs_of(results, "hier.json")
+    worst = max((r.counters.get("wrong", math.nan) for r in rows), default=math.nan)
+    big = [r for r in rows if gbjson.number(r.params.get("bytes")) == BYTES_256MIB]
+    out = [f"hier_all_reduce: {len(rows)} sizes, wrong at most {num(worst, 'g')}"]
+    for r in big:
+        out.append(f"hier_all_reduce 256 MiB: algbw {num(r.counters.get('algbw_GBps'))} GB/s over "
+                   f"{num(r.counters.get('nodes'), 'g')} node(s) of "
+                   f"{num(r.counters.get('ranks_per_node'), 'g')}")
     return out
 
 
@@ -132,6 +144,7 @@ def pipeline(results, logs):
 # (what, function): one entry per GPU path, in the order the check runs them.
 FIGURES = [
     ("NCCL collectives", collectives),
+    ("hierarchical all-reduce", hier),
     ("ZeRO stages", zero),
     ("overlap with gemm compute", overlap),
     ("Adam on the GPU", optimizer),

@@ -1,6 +1,7 @@
 // Communicator: the backend-independent half (logging, faults, error context).
 #include "harness/comm/communicator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -17,6 +18,7 @@ const char* backend_name(Backend b) {
 
 Communicator::Communicator(int rank, int size, double timeout_s)
     : rank_(rank), size_(size), timeout_s_(timeout_s) {
+  for (Place& p : groups_) p = {rank, size};
   timeout_handler_ = [](const Status& s) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     std::fflush(stderr);
@@ -24,10 +26,18 @@ Communicator::Communicator(int rank, int size, double timeout_s)
   };
 }
 
+void Communicator::set_groups(const Topology& topo) {
+  for (Group g : {Group::world, Group::node, Group::cross}) {
+    std::vector<int> m = topo.members(g, topo.rank);
+    groups_[int(g)] = {int(std::find(m.begin(), m.end(), topo.rank) - m.begin()), int(m.size())};
+  }
+}
+
 std::string Communicator::describe(const CollRecord& op) const {
   std::ostringstream s;
   s << "rank " << rank_ << ": " << coll_name(op.op) << " of " << op.bytes() << " bytes ("
     << dtype_name(op.dtype) << ")";
+  if (op.group != Group::world) s << " over the " << group_name(op.group) << " group";
   return s.str();
 }
 
@@ -38,10 +48,14 @@ Status Communicator::timeout_error(const std::string& what) const {
                        " s (a rank skipped or never reached this collective)");
 }
 
-Status Communicator::submit(Coll op, const void* send, void* recv, size_t count, DType dtype) {
+Status Communicator::submit(Coll op, const void* send, void* recv, size_t count, DType dtype,
+                            Group group) {
   // `count` is per-rank for reduce-scatter and all-gather; the log holds the full buffer.
-  size_t full = op == Coll::all_reduce ? count : count * size_t(size_);
+  const int n = group_size(group);
+  size_t full = op == Coll::all_reduce ? count : count * size_t(n);
   CollRecord rec{op, full, dtype};
+  rec.group = group;
+  rec.ranks = n;
   if (record_times_) rec.issued_s = now_seconds();
   int64_t call = calls_++;
   if (faults_.skip_rank == rank_ && faults_.skip_call == call) return Status::ok();
@@ -49,14 +63,15 @@ Status Communicator::submit(Coll op, const void* send, void* recv, size_t count,
   return issue(rec, send, recv, index).context(describe(rec));
 }
 
-Status Communicator::all_reduce(const void* send, void* recv, size_t count, DType dtype) {
-  return submit(Coll::all_reduce, send, recv, count, dtype);
+Status Communicator::all_reduce(const void* send, void* recv, size_t count, DType dtype, Group group) {
+  return submit(Coll::all_reduce, send, recv, count, dtype, group);
 }
-Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype) {
-  return submit(Coll::reduce_scatter, send, recv, recv_count, dtype);
+Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
+                                    Group group) {
+  return submit(Coll::reduce_scatter, send, recv, recv_count, dtype, group);
 }
-Status Communicator::all_gather(const void* send, void* recv, size_t send_count, DType dtype) {
-  return submit(Coll::all_gather, send, recv, send_count, dtype);
+Status Communicator::all_gather(const void* send, void* recv, size_t send_count, DType dtype, Group group) {
+  return submit(Coll::all_gather, send, recv, send_count, dtype, group);
 }
 
 Status Communicator::synchronize() {
@@ -89,7 +104,7 @@ Status resolve_backend(const std::string& flag, Backend* out) {
 
 #ifndef ZB_HAVE_CUDA
 namespace zb {
-Status make_nccl_communicator(MPI_Comm, int, double, std::unique_ptr<Communicator>*) {
+Status make_nccl_communicator(MPI_Comm, const Topology&, double, std::unique_ptr<Communicator>*) {
   return Status::error("the nccl backend needs a CUDA build (configured without CUDA)");
 }
 }  // namespace zb

@@ -9,6 +9,7 @@
 
 #include <mpi.h>
 
+#include "harness/comm/topology.h"
 #include "harness/comm/traffic.h"
 #include "harness/core/device.h"
 #include "harness/core/status.h"
@@ -48,6 +49,9 @@ enum class Progress { thread, caller };
 //   all_reduce:     `count` in, `count` out.
 //   reduce_scatter: `send` holds size() * recv_count; each rank keeps its recv_count block.
 //   all_gather:     each rank gives send_count; `recv` holds size() * send_count.
+// Each runs over a Group (default the world): size() and rank() are then the group's own,
+// group_size() and group_rank(); blocks are in the group's rank order. All groups share one
+// stream, so collectives over different groups complete in the order they were issued.
 // Buffers live where mem_kind() says (host for mpi, device for nccl). Each call only
 // queues work; record()/wait() complete it. A wait that outlasts the timeout returns an
 // error naming the collective, its size and the rank that waited.
@@ -61,9 +65,13 @@ class Communicator {
   virtual MemKind mem_kind() const = 0;
   virtual std::string library_version() const = 0;
 
-  Status all_reduce(const void* send, void* recv, size_t count, DType dtype);
-  Status reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype);
-  Status all_gather(const void* send, void* recv, size_t send_count, DType dtype);
+  int group_size(Group group) const { return groups_[int(group)].size; }
+  int group_rank(Group group) const { return groups_[int(group)].rank; }
+
+  Status all_reduce(const void* send, void* recv, size_t count, DType dtype, Group group = Group::world);
+  Status reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
+                        Group group = Group::world);
+  Status all_gather(const void* send, void* recv, size_t send_count, DType dtype, Group group = Group::world);
   // Blocks until every rank arrives; ordered after all collectives issued before it.
   virtual Status barrier() = 0;
 
@@ -88,8 +96,10 @@ class Communicator {
   // The library's own call with nothing of ours around it (no log, no queue, no events),
   // issued on the calling thread (mpi) or on the communicator's stream (nccl), then
   // bare_synchronize(): the baseline zerobench's own cost is measured against. Same counts
-  // as the methods above; the communicator must be idle (synchronized) first.
-  virtual Status bare(Coll op, const void* send, void* recv, size_t count, DType dtype) = 0;
+  // as the methods above (`count` the full buffer); the communicator must be idle
+  // (synchronized) first.
+  virtual Status bare(Coll op, const void* send, void* recv, size_t count, DType dtype,
+                      Group group = Group::world) = 0;
   virtual Status bare_synchronize() = 0;
 
   // Ends the job when a collective the caller runs itself (Progress::caller) outlasts the
@@ -111,6 +121,8 @@ class Communicator {
 
  protected:
   Communicator(int rank, int size, double timeout_s);
+  // Each group's rank and size for this rank, from the topology the backend split by.
+  void set_groups(const Topology& topo);
   // `log_index` is the collective's entry in traffic(), for the backend's measurement.
   virtual Status issue(const CollRecord& op, const void* send, void* recv, size_t log_index) = 0;
   // "rank 1: all_reduce of 4194304 bytes (bf16)": the context every error carries.
@@ -120,21 +132,27 @@ class Communicator {
   const FaultPlan& faults() const { return faults_; }
 
   int rank_, size_;
+  struct Place {
+    int rank = 0, size = 1;
+  };
+  Place groups_[3];  // by Group
   double timeout_s_;
   bool measure_wire_ = false, record_times_ = false;
   std::function<void(const Status&)> timeout_handler_;
 
  private:
-  Status submit(Coll op, const void* send, void* recv, size_t count, DType dtype);
+  Status submit(Coll op, const void* send, void* recv, size_t count, DType dtype, Group group);
   TrafficLog traffic_;
   FaultPlan faults_;
   int64_t calls_ = 0;
 };
 
 // Backends. `world` is duplicated, so the communicator's traffic never mixes with the
-// driver's own reductions.
-Status make_mpi_communicator(MPI_Comm world, double timeout_s, std::unique_ptr<Communicator>* out);
-Status make_nccl_communicator(MPI_Comm world, int local_rank, double timeout_s,
+// driver's own reductions; the node and cross-node groups are split from it once, as `topo`
+// places the ranks (MPI_Comm_split; ncclCommSplit).
+Status make_mpi_communicator(MPI_Comm world, const Topology& topo, double timeout_s,
+                             std::unique_ptr<Communicator>* out);
+Status make_nccl_communicator(MPI_Comm world, const Topology& topo, double timeout_s,
                               std::unique_ptr<Communicator>* out);
 
 // auto -> nccl when this build has CUDA and a device is visible, else mpi.

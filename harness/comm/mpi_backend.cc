@@ -82,10 +82,19 @@ class MpiCalls {
   std::vector<int> counts_;  // reduce-scatter's per-rank counts, kept between calls
 };
 
+// One communicator per Group (the world, this rank's node, its cross-node group), with the
+// ranks in the group's own order.
+struct GroupComms {
+  MPI_Comm comm[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
+};
+
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, int rank, int size, double timeout_s)
-      : Communicator(rank, size, timeout_s), comm_(comm), calls_(comm, rank, size) {
+  MpiCommunicator(const GroupComms& groups, const Topology& topo, double timeout_s)
+      : Communicator(topo.rank, topo.size, timeout_s), comm_(groups.comm[0]), groups_comm_(groups) {
+    set_groups(topo);
+    for (Group g : {Group::world, Group::node, Group::cross})
+      calls_.emplace_back(groups.comm[int(g)], group_rank(g), group_size(g));
     worker_ = std::thread([this] { loop(); });
   }
 
@@ -96,7 +105,7 @@ class MpiCommunicator final : public Communicator {
     }
     work_cv_.notify_all();
     worker_.join();
-    MPI_Comm_free(&comm_);
+    for (MPI_Comm& c : groups_comm_.comm) MPI_Comm_free(&c);
   }
 
   Backend backend() const override { return Backend::mpi; }
@@ -146,8 +155,8 @@ class MpiCommunicator final : public Communicator {
     return Status::ok();
   }
 
-  Status bare(Coll op, const void* send, void* recv, size_t count, DType dtype) override {
-    return calls_.run(op, send, recv, count, dtype);
+  Status bare(Coll op, const void* send, void* recv, size_t count, DType dtype, Group group) override {
+    return calls_[size_t(group)].run(op, send, recv, count, dtype);
   }
   Status bare_synchronize() override { return Status::ok(); }  // MPI calls block
 
@@ -244,7 +253,8 @@ class MpiCommunicator final : public Communicator {
     int64_t w0 = task.measure ? process_write_bytes() : -1;
     double t0 = timed ? now_seconds() : -1;
     Status s = task.barrier ? barrier_call()
-                            : calls_.run(task.op.op, task.send, task.recv, task.op.count, task.op.dtype);
+                            : calls_[size_t(task.op.group)].run(task.op.op, task.send, task.recv,
+                                                                task.op.count, task.op.dtype);
     double t1 = timed ? now_seconds() : -1;
     if (slow) {
       // The planted regression: this op's own duration, stretched by busy-waiting.
@@ -322,8 +332,9 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  MPI_Comm comm_;
-  MpiCalls calls_;
+  MPI_Comm comm_;            // the world's: barriers
+  GroupComms groups_comm_;
+  std::vector<MpiCalls> calls_;  // by Group
   Progress progress_ = Progress::thread;
   std::thread worker_;
   std::mutex mu_;
@@ -349,19 +360,21 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-Status make_mpi_communicator(MPI_Comm world, double timeout_s, std::unique_ptr<Communicator>* out) {
+Status make_mpi_communicator(MPI_Comm world, const Topology& topo, double timeout_s,
+                             std::unique_ptr<Communicator>* out) {
   int provided = 0;
   ZB_MPI_CHECK(MPI_Query_thread(&provided));
   if (provided < MPI_THREAD_MULTIPLE)
     return Status::error("the MPI library does not provide MPI_THREAD_MULTIPLE, which the "
                          "communication thread needs");
-  MPI_Comm comm;
-  ZB_RETURN_IF_ERROR(dup_comm(world, &comm));
-  int rank = 0, size = 0;
-  ZB_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  ZB_MPI_CHECK(MPI_Comm_size(comm, &size));
+  GroupComms g;
+  ZB_RETURN_IF_ERROR(dup_comm(world, &g.comm[int(Group::world)]));
+  // Split from the duplicate, keyed as Topology::members orders each group.
+  ZB_MPI_CHECK(MPI_Comm_split(g.comm[0], topo.node, topo.local_rank, &g.comm[int(Group::node)]));
+  ZB_MPI_CHECK(MPI_Comm_split(g.comm[0], topo.local_rank, topo.node, &g.comm[int(Group::cross)]));
+  for (int i = 1; i < 3; ++i) ZB_MPI_CHECK(MPI_Comm_set_errhandler(g.comm[i], MPI_ERRORS_RETURN));
   ZB_RETURN_IF_ERROR(init_mpi_ops());
-  *out = std::make_unique<MpiCommunicator>(comm, rank, size, timeout_s);
+  *out = std::make_unique<MpiCommunicator>(g, topo, timeout_s);
   return Status::ok();
 }
 

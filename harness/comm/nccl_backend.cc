@@ -1,5 +1,6 @@
 // NCCL backend: device buffers, one CUDA stream for communication, one GPU per rank chosen
-// by node-local rank, bootstrapped through MPI. Kept thin: everything above is shared.
+// by node-local rank, bootstrapped through MPI; the node and cross-node groups are split from
+// the world's communicator with ncclCommSplit. Kept thin: everything above is shared.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -19,15 +20,19 @@ ncclDataType_t nccl_type(DType d) { return d == DType::bf16 ? ncclBfloat16 : ncc
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(MPI_Comm mpi, ncclComm_t comm, cudaStream_t stream, cudaEvent_t compute_done,
-                   int rank, int size, double timeout_s)
-      : Communicator(rank, size, timeout_s), mpi_(mpi), comm_(comm), stream_(stream),
-        compute_done_(compute_done) {}
+  NcclCommunicator(MPI_Comm mpi, const ncclComm_t comms[3], cudaStream_t stream,
+                   cudaEvent_t compute_done, const Topology& topo, double timeout_s)
+      : Communicator(topo.rank, topo.size, timeout_s), mpi_(mpi), comm_(comms[0]), stream_(stream),
+        compute_done_(compute_done) {
+    for (int g = 0; g < 3; ++g) comms_[g] = comms[g];
+    set_groups(topo);
+  }
 
   ~NcclCommunicator() override {
     for (auto& m : marks_) cudaEventDestroy(m.done);
     for (auto e : spare_) cudaEventDestroy(e);
     cudaEventDestroy(compute_done_);
+    for (int g = 2; g >= 1; --g) ncclCommDestroy(comms_[g]);
     ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
     MPI_Comm_free(&mpi_);
@@ -98,14 +103,16 @@ class NcclCommunicator final : public Communicator {
       }
       if (q != cudaErrorNotReady)
         return Status::error(describe(m.rec) + ": cudaEventQuery failed: " + cudaGetErrorString(q));
-      ncclResult_t async = ncclSuccess;
-      ZB_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
-      if (async != ncclSuccess)
-        return Status::error(describe(m.rec) + ": NCCL asynchronous error: " +
-                             ncclGetErrorString(async));
+      for (ncclComm_t c : comms_) {
+        ncclResult_t async = ncclSuccess;
+        ZB_NCCL_CHECK(ncclCommGetAsyncError(c, &async));
+        if (async != ncclSuccess)
+          return Status::error(describe(m.rec) + ": NCCL asynchronous error: " +
+                               ncclGetErrorString(async));
+      }
       double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (waited > timeout_s_) {
-        ncclCommAbort(comm_);
+        for (ncclComm_t c : comms_) ncclCommAbort(c);
         return timeout_error(describe(m.rec));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -115,8 +122,8 @@ class NcclCommunicator final : public Communicator {
 
   Status set_progress(Progress) override { return synchronize(); }
 
-  Status bare(Coll op, const void* send, void* recv, size_t count, DType dtype) override {
-    return call(op, send, recv, count, dtype);
+  Status bare(Coll op, const void* send, void* recv, size_t count, DType dtype, Group group) override {
+    return call(op, send, recv, count, dtype, group);
   }
   Status bare_synchronize() override {
     ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -125,25 +132,26 @@ class NcclCommunicator final : public Communicator {
 
  protected:
   Status issue(const CollRecord& op, const void* send, void* recv, size_t) override {
-    ZB_RETURN_IF_ERROR(call(op.op, send, recv, op.count, op.dtype));
+    ZB_RETURN_IF_ERROR(call(op.op, send, recv, op.count, op.dtype, op.group));
     ++issued_;
     last_ = op;
     return Status::ok();
   }
 
  private:
-  Status call(Coll op, const void* send, void* recv, size_t count, DType dtype) {
-    size_t n = size_t(size_);
+  Status call(Coll op, const void* send, void* recv, size_t count, DType dtype, Group group) {
+    size_t n = size_t(group_size(group));
+    ncclComm_t comm = comms_[int(group)];
     ncclDataType_t t = nccl_type(dtype);
     switch (op) {
       case Coll::all_reduce:
-        ZB_NCCL_CHECK(ncclAllReduce(send, recv, count, t, ncclSum, comm_, stream_));
+        ZB_NCCL_CHECK(ncclAllReduce(send, recv, count, t, ncclSum, comm, stream_));
         break;
       case Coll::reduce_scatter:
-        ZB_NCCL_CHECK(ncclReduceScatter(send, recv, count / n, t, ncclSum, comm_, stream_));
+        ZB_NCCL_CHECK(ncclReduceScatter(send, recv, count / n, t, ncclSum, comm, stream_));
         break;
       case Coll::all_gather:
-        ZB_NCCL_CHECK(ncclAllGather(send, recv, count / n, t, comm_, stream_));
+        ZB_NCCL_CHECK(ncclAllGather(send, recv, count / n, t, comm, stream_));
         break;
     }
     return Status::ok();
@@ -157,7 +165,8 @@ class NcclCommunicator final : public Communicator {
     cudaEvent_t done;
   };
   MPI_Comm mpi_;
-  ncclComm_t comm_;
+  ncclComm_t comm_;      // the world's
+  ncclComm_t comms_[3];  // by Group
   cudaStream_t stream_;
   cudaEvent_t compute_done_;
   std::deque<Mark> marks_;
@@ -168,8 +177,9 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-Status make_nccl_communicator(MPI_Comm world, int local_rank, double timeout_s,
+Status make_nccl_communicator(MPI_Comm world, const Topology& topo, double timeout_s,
                               std::unique_ptr<Communicator>* out) {
+  const int local_rank = topo.device_rank;  // the GPU: by rank on the machine, not on a declared node
   MPI_Comm mpi;
   ZB_RETURN_IF_ERROR(dup_comm(world, &mpi));
   int rank = 0, size = 0;
@@ -180,13 +190,16 @@ Status make_nccl_communicator(MPI_Comm world, int local_rank, double timeout_s,
   ncclUniqueId id;
   if (rank == 0) ZB_NCCL_CHECK(ncclGetUniqueId(&id));
   ZB_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi));
-  ncclComm_t comm;
-  ZB_NCCL_CHECK(ncclCommInitRank(&comm, size, id, rank));
+  ncclComm_t comms[3];
+  ZB_NCCL_CHECK(ncclCommInitRank(&comms[0], size, id, rank));
+  // Keyed as Topology::members orders each group, as the MPI backend splits.
+  ZB_NCCL_CHECK(ncclCommSplit(comms[0], topo.node, topo.local_rank, &comms[int(Group::node)], nullptr));
+  ZB_NCCL_CHECK(ncclCommSplit(comms[0], topo.local_rank, topo.node, &comms[int(Group::cross)], nullptr));
   cudaStream_t stream;
   ZB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaEvent_t compute_done;
   ZB_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done, cudaEventDisableTiming));
-  *out = std::make_unique<NcclCommunicator>(mpi, comm, stream, compute_done, rank, size, timeout_s);
+  *out = std::make_unique<NcclCommunicator>(mpi, comms, stream, compute_done, topo, timeout_s);
   return Status::ok();
 }
 

@@ -7,8 +7,10 @@ namespace {
 
 class RecordingCommunicator final : public Communicator {
  public:
-  RecordingCommunicator(int rank, int ranks, ScheduleLog* log)
-      : Communicator(rank, ranks, 1e9), log_(log) {}
+  RecordingCommunicator(const Topology& topo, ScheduleLog* log)
+      : Communicator(topo.rank, topo.size, 1e9), log_(log) {
+    set_groups(topo);
+  }
 
   Backend backend() const override { return Backend::record; }
   MemKind mem_kind() const override { return MemKind::reserved; }
@@ -27,7 +29,7 @@ class RecordingCommunicator final : public Communicator {
   Status comm_waits_for_compute(void*) override { return Status::ok(); }
   Status compute_waits_for(const Event& event, void*) override { return wait(event); }
   Status set_progress(Progress) override { return Status::ok(); }
-  Status bare(Coll, const void*, void*, size_t, DType) override {
+  Status bare(Coll, const void*, void*, size_t, DType, Group) override {
     return Status::error("the recording backend moves no data: nothing to time");
   }
   Status bare_synchronize() override { return Status::ok(); }
@@ -45,8 +47,8 @@ class RecordingCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_recording_communicator(int rank, int ranks, ScheduleLog* log) {
-  return std::make_unique<RecordingCommunicator>(rank, ranks, log);
+std::unique_ptr<Communicator> make_recording_communicator(const Topology& topo, ScheduleLog* log) {
+  return std::make_unique<RecordingCommunicator>(topo, log);
 }
 
 }  // namespace zb

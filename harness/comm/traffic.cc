@@ -26,13 +26,23 @@ bool parse_coll(const std::string& text, Coll* out) {
   return false;
 }
 
+const char* group_name(Group group) {
+  switch (group) {
+    case Group::world: return "world";
+    case Group::node: return "node";
+    case Group::cross: return "cross";
+  }
+  return "?";
+}
+
 std::string collective_label(const CollRecord& rec) {
   char buf[96];
   double b = double(rec.bytes());
   if (b >= 1 << 20) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1 << 20));
   else if (b >= 1 << 10) std::snprintf(buf, sizeof buf, "%.1f KiB", b / (1 << 10));
   else std::snprintf(buf, sizeof buf, "%.0f B", b);
-  return std::string(coll_name(rec.op)) + " " + buf + " (" + dtype_name(rec.dtype) + ")";
+  std::string over = rec.group == Group::world ? "" : std::string(" over ") + group_name(rec.group);
+  return std::string(coll_name(rec.op)) + " " + buf + " (" + dtype_name(rec.dtype) + ")" + over;
 }
 
 std::vector<std::pair<std::string, Coll>> coll_choices() {
@@ -91,16 +101,16 @@ double TrafficLog::volume_elements() const {
 
 double TrafficLog::ideal_wire_bytes(int ranks) const {
   double b = 0;
-  for (const auto& r : records()) b += zb::ideal_wire_bytes(r.op, r.bytes(), ranks);
+  for (const auto& r : records()) b += zb::ideal_wire_bytes(r.op, r.bytes(), r.ranks ? r.ranks : ranks);
   return b;
 }
 
 double TrafficLog::measured_volume_elements(int ranks) const {
-  if (ranks < 2) return std::nan("");
-  double ring = double(ranks - 1) / double(ranks), v = 0;
+  double v = 0;
   for (const auto& r : records()) {
-    if (r.wire_measured < 0) return std::nan("");
-    v += double(r.wire_measured) / ring / double(dtype_size(r.dtype));
+    int n = r.ranks ? r.ranks : ranks;
+    if (r.wire_measured < 0 || n < 2) return std::nan("");
+    v += double(r.wire_measured) / (double(n - 1) / double(n)) / double(dtype_size(r.dtype));
   }
   return v;
 }

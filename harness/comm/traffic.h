@@ -18,6 +18,11 @@ const char* coll_name(Coll op);
 bool parse_coll(const std::string& text, Coll* out);
 std::vector<std::pair<std::string, Coll>> coll_choices();  // every op by name, for flags
 
+// The ranks a collective runs over: all of them, the ranks of this rank's node, or the ranks
+// at this rank's place on every node (one per node). Made once from the Topology.
+enum class Group { world, node, cross };
+const char* group_name(Group group);
+
 // One collective as issued. `count` is the full buffer in elements: the all-reduce's
 // vector, the reduce-scatter's input, the all-gather's output (the nccl-tests convention).
 struct CollRecord {
@@ -29,6 +34,8 @@ struct CollRecord {
   // When it was issued, and when it ran (steady-clock seconds; -1 when the backend did not
   // say), for the trace.
   double issued_s = -1, start_s = -1, end_s = -1;
+  Group group = Group::world;
+  int ranks = 0;  // of its group, as the communicator issued it; 0: not recorded
   uint64_t bytes() const { return count * dtype_size(dtype); }
 };
 
@@ -53,9 +60,11 @@ class TrafficLog {
   std::vector<CollRecord> records() const;
   size_t size() const;
   double volume_elements() const;
+  // Each collective over its own group's size; `ranks` for records that carry none.
   double ideal_wire_bytes(int ranks) const;
   // The measured side of volume: each collective's socket bytes divided by the ring's
-  // (N-1)/N and its element size, summed. NaN if any collective went unmeasured.
+  // (N-1)/N and its element size, summed. NaN if any collective went unmeasured, or ran over a
+  // single rank (which sends nothing, so its volume cannot be read off the wire).
   double measured_volume_elements(int ranks) const;
 
  private:

@@ -34,6 +34,9 @@ Driver::Driver(std::string program, std::string summary)
                     "test only: RANK:CALL makes RANK silently skip its CALL-th collective");
   flags_.add_int("fault-corrupt", &fault_corrupt_,
                  "test only: this rank corrupts one element of its input", -1, 1 << 30);
+  flags_.add_int("ranks-per-node", &ranks_per_node_,
+                 "declare nodes of this many consecutive ranks (default 0: the ranks that share "
+                 "memory form a node), to run node-aware stages on one machine", 0, 1 << 30);
   flags_.add_string("fault-slow", &fault_slow_,
                     "test only: OP:FRACTION makes every OP collective FRACTION longer (mpi backend)");
 }
@@ -81,6 +84,7 @@ int Driver::init(int argc, char** argv) {
     return 0;
   }
   if (s && !json_path_.empty()) s = check_output_path("--json", json_path_);
+  if (s && ranks_per_node_ > 0 && !model_nodes_only_) s = declare_nodes(int(ranks_per_node_), &topo_);
   if (!s) {
     if (root()) std::fprintf(stderr, "%s: %s\n", program().c_str(), s.message().c_str());
     return 2;
@@ -94,8 +98,8 @@ int Driver::init(int argc, char** argv) {
     return 2;
   }
   s = dup_comm(MPI_COMM_WORLD, &driver_comm_);
-  if (s) s = backend == Backend::mpi ? make_mpi_communicator(MPI_COMM_WORLD, timeout_s_, &comm_)
-                                     : make_nccl_communicator(MPI_COMM_WORLD, topo_.local_rank, timeout_s_, &comm_);
+  if (s) s = backend == Backend::mpi ? make_mpi_communicator(MPI_COMM_WORLD, topo_, timeout_s_, &comm_)
+                                     : make_nccl_communicator(MPI_COMM_WORLD, topo_, timeout_s_, &comm_);
   if (!s) abort_job(s.context("creating the " + std::string(backend_name(backend)) + " communicator"));
   comm_->set_faults(faults_);
   comm_->set_timeout_handler([this](const Status& why) { abort_job(why); });
@@ -110,6 +114,8 @@ int Driver::init(int argc, char** argv) {
 
   context("world_size", std::to_string(topo_.size));
   context("nodes", std::to_string(topo_.nodes));
+  context("ranks_per_node", topo_.uniform() ? std::to_string(topo_.local_size) : "unequal");
+  context("nodes_from", topo_.declared ? "--ranks-per-node" : "shared memory");
   context("backend", backend_name(backend));
   context("library", comm_->library_version());
   context("mpi_library", mpi_library_version());
@@ -136,7 +142,7 @@ void Driver::set_default_iterations(int64_t iters, int64_t warmup) {
 
 int Driver::cpu_threads_per_rank() const {
   unsigned hw = std::thread::hardware_concurrency();
-  return std::max(1, int(hw ? hw : 1) / std::max(1, topo_.local_size));
+  return std::max(1, int(hw ? hw : 1) / std::max(1, topo_.device_ranks));
 }
 
 void Driver::context(const std::string& key, const std::string& value) {
@@ -274,6 +280,14 @@ double Driver::sum_over_ranks(double v) {
   double out = v;
   MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, driver_comm_);
   return out;
+}
+
+double Driver::max_over_nodes(double v) {
+  std::vector<double> all(size_t(topo_.size));
+  MPI_Allgather(&v, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, driver_comm_);
+  std::vector<double> per_node(size_t(topo_.nodes), 0.0);
+  for (size_t r = 0; r < all.size(); ++r) per_node[size_t(topo_.node_of[r])] += all[r];
+  return *std::max_element(per_node.begin(), per_node.end());
 }
 
 void Driver::mark_failed(const std::string& why) {

@@ -72,6 +72,10 @@ class Driver {
   Flags& flags() { return flags_; }
   // Per-program defaults, set before init() so --help shows them.
   void set_default_iterations(int64_t iters, int64_t warmup);
+  // For a program that models ranks rather than running them (zb_predict): --ranks-per-node
+  // describes the modelled ranks and is read back with ranks_per_node(), not applied here.
+  void model_nodes_only() { model_nodes_only_ = true; }
+  int64_t ranks_per_node() const { return ranks_per_node_; }
   // Initialises MPI, parses flags and creates the communicator. Returns -1 to go on, or an
   // exit code to end with now (0 after --help, 2 after a bad flag, 1 after a failure).
   int init(int argc, char** argv);
@@ -101,6 +105,8 @@ class Driver {
   // Element by element, in place: one reduction for a whole loop's values.
   Status max_over_ranks(std::vector<double>* values);
   double sum_over_ranks(double v);
+  // Each node's ranks' values summed, then the largest of those sums: the busiest node.
+  double max_over_nodes(double v);
   // A check failed (wrong elements, ...): the run continues, the exit code becomes 1.
   void mark_failed(const std::string& why);
   // A collective or device call failed: one line, then the whole job ends (the other
@@ -111,7 +117,8 @@ class Driver {
   Flags flags_;
   std::string backend_flag_ = "auto", json_path_, fault_skip_, fault_slow_;
   double timeout_s_ = 300;
-  int64_t iters_ = 20, warmup_ = 5, fault_corrupt_ = -1;
+  int64_t iters_ = 20, warmup_ = 5, fault_corrupt_ = -1, ranks_per_node_ = 0;
+  bool model_nodes_only_ = false;
   FaultPlan faults_;
   std::vector<std::string> passthrough_;
   std::unique_ptr<Communicator> comm_;

@@ -30,10 +30,10 @@ Status record_steps(Step& step, Communicator& comm, int steps, ScheduleLog* log,
 
 }  // namespace
 
-Status record_zero_schedule(const ModelSpec& model, const ZeroConfig& config, int ranks, int rank,
+Status record_zero_schedule(const ModelSpec& model, const ZeroConfig& config, const Topology& topo,
                             int steps, ScheduleLog* log, std::vector<CollRecord>* traffic) {
   log->clear();
-  std::unique_ptr<Communicator> comm = make_recording_communicator(rank, ranks, log);
+  std::unique_ptr<Communicator> comm = make_recording_communicator(topo, log);
   std::unique_ptr<Compute> compute;
   ZB_RETURN_IF_ERROR(Compute::create(MemKind::reserved, 1, &compute));
   std::unique_ptr<ZeroStep> z;
@@ -42,10 +42,10 @@ Status record_zero_schedule(const ModelSpec& model, const ZeroConfig& config, in
 }
 
 Status record_pipeline_schedule(const ModelSpec& model, const PipelineConfig& config, const ComputeSpec& spec,
-                                int ranks, int rank, int steps, ScheduleLog* log,
+                                const Topology& topo, int steps, ScheduleLog* log,
                                 std::vector<CollRecord>* traffic) {
   log->clear();
-  std::unique_ptr<Communicator> comm = make_recording_communicator(rank, ranks, log);
+  std::unique_ptr<Communicator> comm = make_recording_communicator(topo, log);
   std::unique_ptr<Compute> compute;
   ZB_RETURN_IF_ERROR(Compute::create(MemKind::reserved, 1, &compute));
   std::unique_ptr<PipelineStep> p;

@@ -10,16 +10,16 @@
 
 namespace zb {
 
-// Rank `rank` of `ranks` running `steps` steps of `config` on `model`: its compute, the
+// Rank topo.rank of `topo` running `steps` steps of `config` on `model`: its compute, the
 // collectives it issues and its waits on them, in program order. `traffic` (optional) gets
 // the collectives of the last step alone, as the traffic log of a real run would hold them.
-Status record_zero_schedule(const ModelSpec& model, const ZeroConfig& config, int ranks, int rank,
+Status record_zero_schedule(const ModelSpec& model, const ZeroConfig& config, const Topology& topo,
                             int steps, ScheduleLog* log, std::vector<CollRecord>* traffic = nullptr);
 
 // The same for the pipeline step of `config` (its pipeline rank is config.shape.rank), with the
 // idle slots its schedule leaves when every virtual stage computes `compute` per layer.
 Status record_pipeline_schedule(const ModelSpec& model, const PipelineConfig& config, const ComputeSpec& compute,
-                                int ranks, int rank, int steps, ScheduleLog* log,
+                                const Topology& topo, int steps, ScheduleLog* log,
                                 std::vector<CollRecord>* traffic = nullptr);
 
 }  // namespace zb

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 
 namespace zb {
 namespace {
@@ -57,7 +58,18 @@ Status check_layout(const Layout& l) {
   if (l.ep > 1 && l.expert_fraction == 0)
     return Status::error(degree("ep", l.ep) +
                          " needs --expert-fraction > 0 (the share of params in experts)");
+  const int64_t s = dp_per_node(l);
+  if (l.dp_per_node < 0 || l.dp_per_node > kMaxDegree || l.dp % s != 0)
+    return Status::error(degree("dp-per-node", l.dp_per_node) + " must divide " + degree("dp", l.dp) +
+                         " (nodes hold whole groups of a dp group's ranks)");
   return Status::ok();
+}
+
+int64_t dp_per_node(const Layout& l) { return l.dp_per_node > 0 ? l.dp_per_node : std::gcd(l.dp, int64_t(8)); }
+
+int64_t expert_dp_per_node(const Layout& l) {
+  const int64_t s = dp_per_node(l);
+  return s % l.ep == 0 ? s / l.ep : 1;
 }
 
 PlanRow plan_row(const Layout& l, Stage stage) {
@@ -74,8 +86,10 @@ PlanRow plan_row(const Layout& l, Stage stage) {
   r.expert_shard = l.dp / l.ep;
 
   const int g = int(dtype_size(l.grad_dtype));
-  const CategoryBytes d = bytes_per_param_by_category(stage, l.optimizer, g, r.dense_shard);
-  const CategoryBytes e = bytes_per_param_by_category(stage, l.optimizer, g, r.expert_shard);
+  r.dp_per_node = dp_per_node(l);
+  const int64_t se = expert_dp_per_node(l);
+  const CategoryBytes d = bytes_per_param_by_category(stage, l.optimizer, g, r.dense_shard, r.dp_per_node);
+  const CategoryBytes e = bytes_per_param_by_category(stage, l.optimizer, g, r.expert_shard, se);
   r.bytes.weights = d.weights * r.dense_params + e.weights * r.expert_params;
   r.bytes.grads = d.grads * r.dense_params + e.grads * r.expert_params;
   r.bytes.master = d.master * r.dense_params + e.master * r.expert_params;
@@ -86,11 +100,13 @@ PlanRow plan_row(const Layout& l, Stage stage) {
 
   // Dense and expert gradients are reduced in different groups (dp and dp/ep
   // ranks), so their ring factors differ even though the volume is the same.
-  const StepTraffic td = step_traffic(stage, r.dense_shard, r.dense_params, g);
-  const StepTraffic te = step_traffic(stage, r.expert_shard, r.expert_params, g);
+  const StepTraffic td = step_traffic(stage, r.dense_shard, r.dense_params, g, r.dp_per_node);
+  const StepTraffic te = step_traffic(stage, r.expert_shard, r.expert_params, g, se);
   r.elements_per_step = td.elements + te.elements;
   r.bytes_per_step = td.wire_bytes + te.wire_bytes;
   r.volume_psi = r.elements_per_step / r.params_per_gpu;
+  r.volume_psi_inter = (td.inter_elements + te.inter_elements) / r.params_per_gpu;
+  r.inter_node_bytes_per_step = td.inter_node_bytes / double(r.dp_per_node) + te.inter_node_bytes / double(se);
   return r;
 }
 
@@ -113,18 +129,20 @@ std::string format_plan_table(const std::vector<PlanRow>& rows) {
                     " params per GPU before sharding; dense " + fmt("%.6g", f.dense_params) +
                     " sharded over " + std::to_string(f.dense_shard) + ", expert " +
                     fmt("%.6g", f.expert_params) + " sharded over " +
-                    std::to_string(f.expert_shard) + "\n";
+                    std::to_string(f.expert_shard) + "; " + std::to_string(f.dp_per_node) +
+                    " dp ranks per node\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%-5s %11s %10s %9s %9s %9s %9s %8s %13s %11s\n", "stage",
+  std::snprintf(line, sizeof line, "%-5s %11s %10s %9s %9s %9s %9s %8s %13s %11s %10s %13s\n", "stage",
                 "bytes/param", "GB/GPU", "weights", "grads", "master", "moments", "Psi/step",
-                "elements/step", "GB/step/GPU");
+                "elements/step", "GB/step/GPU", "inter Psi", "inter GB/GPU");
   out += line;
   for (const PlanRow& r : rows) {
     std::snprintf(line, sizeof line,
-                  "%-5s %11.4f %10.3f %9.3f %9.3f %9.3f %9.3f %8.3f %13.4e %11.3f\n",
+                  "%-5s %11.4f %10.3f %9.3f %9.3f %9.3f %9.3f %8.3f %13.4e %11.3f %10.3f %13.3f\n",
                   stage_name(r.stage), r.bytes_per_param, r.gb_per_gpu, r.bytes.weights / 1e9,
                   r.bytes.grads / 1e9, r.bytes.master / 1e9, r.bytes.moments / 1e9,
-                  r.volume_psi, r.elements_per_step, r.bytes_per_step / 1e9);
+                  r.volume_psi, r.elements_per_step, r.bytes_per_step / 1e9, r.volume_psi_inter,
+                  r.inter_node_bytes_per_step / 1e9);
     out += line;
   }
   return out;
@@ -157,7 +175,10 @@ std::string plan_json(const Layout& l, const std::vector<PlanRow>& rows) {
            ", \"moments_bytes\": " + num(r.bytes.moments) +
            ", \"volume_psi\": " + num(r.volume_psi) +
            ", \"elements_per_step\": " + num(r.elements_per_step) +
-           ", \"bytes_per_step\": " + num(r.bytes_per_step) + "}";
+           ", \"bytes_per_step\": " + num(r.bytes_per_step) +
+           ", \"dp_per_node\": " + std::to_string(r.dp_per_node) +
+           ", \"volume_psi_inter\": " + num(r.volume_psi_inter) +
+           ", \"inter_node_bytes_per_step\": " + num(r.inter_node_bytes_per_step) + "}";
   }
   out += "\n  ]\n}\n";
   return out;

@@ -20,6 +20,9 @@ struct Layout {
   double params = 0;  // Ψ of the whole model
   int64_t dp = 1, tp = 1, pp = 1, ep = 1;
   double expert_fraction = 0;  // share of Ψ in expert weights, in [0, 1]
+  // Data-parallel ranks that share a node: what hsdp shards over and hpz keeps its node copy
+  // over; nodes hold consecutive ranks. 0: gcd(dp, 8), an 8-GPU node's share of a dp group.
+  int64_t dp_per_node = 0;
   Optimizer optimizer = Optimizer::adam;
   DType grad_dtype = DType::bf16;
   int64_t world() const { return tp * pp * dp; }
@@ -33,6 +36,11 @@ Status dp_from_world(int64_t world, int64_t tp, int64_t pp, int64_t* dp);
 // Everything about a layout that makes it impossible; messages are one line
 // naming the flag at fault and what is allowed.
 Status check_layout(const Layout& layout);
+// dp_per_node as given, or its default; and the expert group's share of a node: EP groups
+// sit within a node, so a node holds dp_per_node/ep ranks at each EP position (1 when ep does
+// not divide dp_per_node: the ranks at one EP position are then taken as one per node).
+int64_t dp_per_node(const Layout& layout);
+int64_t expert_dp_per_node(const Layout& layout);
 
 // One stage of one layout, per GPU. Parameter counts are fractional when a
 // degree does not divide Ψ; padding is a property of a real layout (zb_zero),
@@ -50,6 +58,11 @@ struct PlanRow {
   double volume_psi = 0;         // elements_per_step / params_per_gpu
   double elements_per_step = 0;  // volume convention, see step_traffic()
   double bytes_per_step = 0;     // ring ideal wire bytes sent by this GPU
+  // Nodes: the volume whose groups span nodes, and the bytes the node sends to other nodes
+  // per step, shared out over its data-parallel ranks (ring ideal, nodes of consecutive ranks).
+  int64_t dp_per_node = 1;
+  double volume_psi_inter = 0;
+  double inter_node_bytes_per_step = 0;
 };
 
 PlanRow plan_row(const Layout& layout, Stage stage);

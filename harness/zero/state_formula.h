@@ -25,32 +25,41 @@ struct StateBytes {
 StateBytes state_bytes(Optimizer optimizer, int grad_bytes);
 
 // Resident bytes per parameter on one rank, split the way the memory tracker
-// reports them, for a stage sharding over n replicas.
+// reports them, for a stage sharding over n replicas, s of them on each node (s = 0: all n
+// on one node). hpz's node copy of the weights counts as weights.
 struct CategoryBytes {
   double weights = 0, grads = 0, master = 0, moments = 0;
   double total() const { return weights + grads + master + moments; }
 };
 CategoryBytes bytes_per_param_by_category(Stage stage, Optimizer optimizer, int grad_bytes,
-                                          int64_t n);
-// dp: w+g+o; z1: w+g+o/n; z2: w+(g+o)/n; z3: (w+g+o)/n.
-double bytes_per_param(Stage stage, Optimizer optimizer, int grad_bytes, int64_t n);
+                                          int64_t n, int64_t s = 0);
+// dp: w+g+o; z1: w+g+o/n; z2: w+(g+o)/n; z3: (w+g+o)/n; hsdp: (w+g+o)/s;
+// hpz: (w+g+o)/n + w/s.
+double bytes_per_param(Stage stage, Optimizer optimizer, int grad_bytes, int64_t n, int64_t s = 0);
 
 // Elements of the full parameter vector communicated per step, divided by Ψ: 2 for dp, z1,
-// z2 and 3 for z3 (StageModel::volume_psi).
-double volume_psi(Stage stage);
+// z2, 3 for z3 and hpz, 3 + 2/s for hsdp over several nodes (3 on one: it is z3 there)
+// (StageModel::volume_psi).
+double volume_psi(Stage stage, int64_t s = 1, int64_t nodes = 1);
 
 // One step's data-parallel collectives for psi parameters replicated over n
 // ranks. Element counts are full-buffer sizes (what a log of issued collectives
 // records); elements applies the volume convention (an all-reduce counts twice).
 // wire_bytes is one rank's ideal ring traffic: each full-buffer pass sends
 // (n-1)/n of it, weights travel as BF16 and gradients in their own dtype.
+// With nodes (n ranks, s per node, nodes holding consecutive ranks), the same passes split by
+// whether their group spans nodes, and what one node sends to the others under rings in rank
+// order: a world ring leaves each node once (one rank's sends), a cross-node ring from every
+// rank of the node.
 struct StepTraffic {
-  double all_reduce_elements = 0;      // gradients (dp)
-  double reduce_scatter_elements = 0;  // gradients (z1, z2, z3)
-  double all_gather_elements = 0;      // BF16 weights (z1, z2: once; z3: twice)
-  double elements = 0;                 // volume_psi(stage) * psi
+  double all_reduce_elements = 0;      // gradients (dp; hsdp's shard across nodes)
+  double reduce_scatter_elements = 0;  // gradients (z1, z2, z3, hsdp, hpz)
+  double all_gather_elements = 0;      // BF16 weights (z1, z2: once; z3, hsdp, hpz: twice)
+  double elements = 0;                 // volume_psi(stage, s) * psi
   double wire_bytes = 0;               // per rank, ring ideal; 0 when n == 1
+  double intra_elements = 0, inter_elements = 0;  // elements, by group within or across nodes
+  double inter_node_bytes = 0;         // one node to the others, ring ideal
 };
-StepTraffic step_traffic(Stage stage, int64_t n, double psi, int grad_bytes);
+StepTraffic step_traffic(Stage stage, int64_t n, double psi, int grad_bytes, int64_t s = 0);
 
 }  // namespace zb

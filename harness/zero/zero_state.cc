@@ -8,15 +8,25 @@ namespace zb {
 ZeroStep::ZeroStep(Communicator& comm, Compute& compute, const ZeroConfig& config,
                    FlatLayout layout)
     : comm_(comm), compute_(compute), config_(config), model_(stage_model(config.stage)),
-      layout_(std::move(layout)), tracker_(compute.kind()), rank_(comm.rank()), ranks_(comm.size()) {
+      layout_(std::move(layout)), tracker_(compute.kind()), rank_(comm.rank()), ranks_(comm.size()),
+      shard_rank_(comm.group_rank(model_.optimizer_group())), node_rank_(comm.group_rank(Group::node)),
+      node_ranks_(comm.group_size(Group::node)),
+      replica_(model_.reduces_across_nodes() ? comm.group_rank(Group::cross) : 0),
+      replicas_(model_.reduces_across_nodes() ? comm.group_size(Group::cross) : 1) {
   for (const auto& u : layout_.units) max_unit_ = std::max(max_unit_, u.padded);
 }
 
 Status ZeroStep::create(Communicator& comm, Compute& compute, const ModelSpec& model,
                         const ZeroConfig& config, std::unique_ptr<ZeroStep>* out) {
   const StageModel& m = stage_model(config.stage);
-  int n = comm.size();
-  // Units are padded to a multiple of N only where something is sharded into N blocks.
+  // The group the stage shards over: the world, or the node (hsdp). Node-aware stages need
+  // every node to hold the same number of ranks, so every rank sees the same layout.
+  int n = comm.group_size(m.optimizer_group());
+  const bool node_aware = m.reduces_across_nodes() || m.node_weight_copy;
+  if (node_aware && comm.group_size(Group::node) * comm.group_size(Group::cross) != comm.size())
+    return Status::error(std::string(m.name) + " needs the same number of ranks on every node");
+  // Units are padded to a multiple of the group's size only where something is sharded into
+  // that many blocks (for hpz a multiple of N is one of S too, so its node copy is whole).
   uint64_t bucket = m.units == UnitKind::layers ? 0 : config.bucket_elems;
   FlatLayout layout = make_layout(model, bucket, n, m.shards_anything() ? n : 1);
   auto z = std::unique_ptr<ZeroStep>(new ZeroStep(comm, compute, config, std::move(layout)));
@@ -39,6 +49,8 @@ Status ZeroStep::allocate_state() {
   int64_t before = 0, after = 0;
   ZB_RETURN_IF_ERROR(used_memory_bytes(tracker_.kind(), &before));
   ZB_RETURN_IF_ERROR(tracker_.allocate(MemCategory::weights, w_elems * 2, &weights_));
+  if (model_.node_weight_copy)
+    ZB_RETURN_IF_ERROR(tracker_.allocate(MemCategory::weights, P / uint64_t(node_ranks_) * 2, &node_weights_));
   ZB_RETURN_IF_ERROR(tracker_.allocate(MemCategory::grads, g_elems * g, &grads_));
   ZB_RETURN_IF_ERROR(tracker_.allocate(MemCategory::master, o_elems * 4, &master_));
   ZB_RETURN_IF_ERROR(tracker_.allocate(MemCategory::moments, o_elems * 4, &m_));
@@ -67,7 +79,7 @@ Status ZeroStep::init_weights() {
     for (const auto& u : layout_.units)
       ZB_RETURN_IF_ERROR(compute_.init_weights(master + layout_.shard_offset(u),
                                                w + layout_.shard_offset(u), layout_.block(u),
-                                               layout_.own_offset(u, rank_)));
+                                               layout_.own_offset(u, shard_rank_)));
     return compute_.synchronize();
   }
   // Whole BF16 weights, FP32 master for the own block only; scratch for the rest.
@@ -77,7 +89,7 @@ Status ZeroStep::init_weights() {
   for (const auto& u : layout_.units) {
     ZB_RETURN_IF_ERROR(compute_.init_weights(scratch_master.as<float>(), w + u.offset, u.padded, u.offset));
     ZB_RETURN_IF_ERROR(compute_.init_weights(master + layout_.shard_offset(u), scratch_w.as<Bf16>(),
-                                             layout_.block(u), layout_.own_offset(u, rank_)));
+                                             layout_.block(u), layout_.own_offset(u, shard_rank_)));
   }
   return compute_.synchronize();
 }
@@ -107,9 +119,12 @@ std::vector<Segment> ZeroStep::check_segments() const {
     return segs;
   }
   for (const auto& u : layout_.units) {
-    uint64_t own = layout_.own_offset(u, rank_);
+    uint64_t own = layout_.own_offset(u, shard_rank_);
     uint64_t local = model_.shards_weights() ? layout_.shard_offset(u) : own;
-    segs.push_back({own, local, layout_.shard_offset(u), layout_.block(u)});
+    // Shards replicated across nodes (hsdp): each copy checks its 1/replicas of the block.
+    uint64_t block = layout_.block(u), per = (block + uint64_t(replicas_) - 1) / uint64_t(replicas_);
+    uint64_t lo = std::min(block, per * uint64_t(replica_)), hi = std::min(block, lo + per);
+    if (hi > lo) segs.push_back({own + lo, local + lo, layout_.shard_offset(u) + lo, hi - lo});
   }
   return segs;
 }

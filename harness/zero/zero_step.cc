@@ -57,7 +57,7 @@ Status ZeroStep::compute_after(const Event& e) {
 // the optimizer is sharded, else the whole unit), in the optimizer state, in the reduced
 // gradients and in the BF16 weights (each a shard or the full vector, as the stage keeps it).
 uint64_t ZeroStep::owned_flat(const Unit& u) const {
-  return model_.shards_optimizer() ? layout_.own_offset(u, rank_) : u.offset;
+  return model_.shards_optimizer() ? layout_.own_offset(u, shard_rank_) : u.offset;
 }
 uint64_t ZeroStep::owned_count(const Unit& u) const {
   return model_.shards_optimizer() ? layout_.block(u) : u.padded;
@@ -73,31 +73,50 @@ uint64_t ZeroStep::weight_offset(const Unit& u) const {
 }
 
 // A unit's gradients from `src` into the gradient state: all-reduced whole where every rank
-// updates everything (dp), else reduce-scattered to the own block: in place in the full
-// gradients (z1), or from a transient slot into the sharded gradients (z2, z3).
+// updates everything (dp), else reduce-scattered to the own block over the group the state is
+// sharded over: in place in the full gradients (z1), or from a transient slot into the
+// sharded gradients (z2, z3, hpz; hsdp within the node, then its block all-reduced across
+// nodes, which hold copies of the same block).
 Status ZeroStep::reduce(const Unit& u, int unit, const void* src) {
   if (mode_ == StepMode::compute_only) return Status::ok();
-  if (trace_.enabled()) log_unit_.resize(comm_.traffic().size() + 1, -1), log_unit_.back() = unit;
   DType gd = config_.grad_dtype;
-  if (model_.all_reduces())
+  auto note_unit = [&] {
+    if (trace_.enabled()) log_unit_.resize(comm_.traffic().size() + 1, -1), log_unit_.back() = unit;
+  };
+  note_unit();
+  char* own = grad_at(grads_.data(), grad_offset(u));
+  if (model_.all_reduces()) {
     ZB_RETURN_IF_ERROR(comm_.all_reduce(src, grad_at(grads_.data(), u.offset), u.padded, gd));
-  else
-    ZB_RETURN_IF_ERROR(comm_.reduce_scatter(src, grad_at(grads_.data(), grad_offset(u)), layout_.block(u), gd));
+  } else {
+    ZB_RETURN_IF_ERROR(comm_.reduce_scatter(src, own, layout_.block(u), gd, model_.optimizer_group()));
+    if (model_.reduces_across_nodes() && replicas_ > 1) {
+      note_unit();
+      ZB_RETURN_IF_ERROR(comm_.all_reduce(own, own, layout_.block(u), gd, Group::cross));
+    }
+  }
   if (config_.overlap) return Status::ok();
   Event done;  // serialised: compute waits for it, and that wait is exposed
   ZB_RETURN_IF_ERROR(comm_.record(&done));
   return compute_after(done);
 }
 
-// Sharded weights are gathered into a transient buffer; whole weights updated shard by shard
-// (z1, z2) are gathered in place.
-Status ZeroStep::gather(int unit, Bf16* into, Event* done) {
+// Sharded weights are gathered into a transient buffer, over the group they are sharded
+// over; whole weights updated shard by shard (z1, z2) are gathered in place. hpz's backward
+// gathers from its node copy, within the node.
+Status ZeroStep::gather(int unit, Bf16* into, Event* done, bool backward) {
   if (mode_ == StepMode::compute_only) return Status::ok();
   if (trace_.enabled()) log_unit_.resize(comm_.traffic().size() + 1, -1), log_unit_.back() = unit;
   const Unit& u = layout_.units[size_t(unit)];
   Bf16* w = weights_.as<Bf16>();
-  Bf16* to = model_.shards_weights() ? into : w + u.offset;
-  ZB_RETURN_IF_ERROR(comm_.all_gather(w + weight_offset(u), to, layout_.block(u), DType::bf16));
+  if (backward && model_.node_weight_copy) {
+    const uint64_t part = u.padded / uint64_t(node_ranks_);
+    ZB_RETURN_IF_ERROR(comm_.all_gather(node_weights_.as<Bf16>() + u.offset / uint64_t(node_ranks_), into,
+                                        part, DType::bf16, Group::node));
+  } else {
+    Bf16* to = model_.shards_weights() ? into : w + u.offset;
+    Group g = model_.shards_weights() ? model_.weight_group() : model_.optimizer_group();
+    ZB_RETURN_IF_ERROR(comm_.all_gather(w + weight_offset(u), to, layout_.block(u), DType::bf16, g));
+  }
   ZB_RETURN_IF_ERROR(comm_.record(done));
   return config_.overlap ? Status::ok() : compute_after(*done);
 }
@@ -110,24 +129,51 @@ Status ZeroStep::gather(int unit, Bf16* into, Event* done) {
 // Backward gathers the last layer again although a buffer may still hold it: every layer
 // is gathered twice, the 2 psi of all-gathers in z3's 3 psi, as the article counts it.
 Status ZeroStep::gathered_weights(size_t pos, Bf16** weights) {
+  const size_t units = layout_.units.size();
+  ZB_RETURN_IF_ERROR(issue_gathers(pos));
+  size_t b = pos % gathered_.size();
+  ZB_RETURN_IF_ERROR(compute_after(gathered_ready_[b]));
+  *weights = gathered_[b].as<Bf16>();
+  if (model_.node_weight_copy && pos < units) {
+    ZB_RETURN_IF_ERROR(keep_node_copy(pos, *weights));
+    ZB_RETURN_IF_ERROR(issue_gathers(pos));  // a backward gather that waited for this copy
+  }
+  return Status::ok();
+}
+
+// Issues the gathers due by position `pos`, each into the buffer the position before has
+// just finished with. hpz's backward gather of a unit reads the node copy that forward cuts
+// from the same unit, so it waits until forward has cut it.
+Status ZeroStep::issue_gathers(size_t pos) {
   const size_t units = layout_.units.size(), nbuf = gathered_.size();
   const size_t ahead = config_.overlap ? nbuf - 1 : 0;
   auto unit_at = [&](size_t p) { return int(p < units ? p : 2 * units - 1 - p); };
-  while (issued_pos_ < 2 * units && issued_pos_ <= pos + ahead) {
+  auto ready = [&](size_t p) { return !model_.node_weight_copy || p < units || 2 * units - 1 - p < copies_done_; };
+  while (issued_pos_ < 2 * units && issued_pos_ <= pos + ahead && ready(issued_pos_)) {
     size_t b = issued_pos_ % nbuf;
     ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));  // its last reader is done
-    ZB_RETURN_IF_ERROR(gather(unit_at(issued_pos_), gathered_[b].as<Bf16>(), &gathered_ready_[b]));
+    ZB_RETURN_IF_ERROR(gather(unit_at(issued_pos_), gathered_[b].as<Bf16>(), &gathered_ready_[b],
+                              issued_pos_ >= units));
     ++issued_pos_;
   }
-  size_t b = pos % nbuf;
-  ZB_RETURN_IF_ERROR(compute_after(gathered_ready_[b]));
-  *weights = gathered_[b].as<Bf16>();
   return Status::ok();
+}
+
+// hpz: this rank's 1/S of the unit forward just gathered, kept for backward's node gather.
+// A copy on the compute engine, after the gather it reads; no communication.
+Status ZeroStep::keep_node_copy(size_t pos, const Bf16* gathered) {
+  const Unit& u = layout_.units[pos];
+  const uint64_t part = u.padded / uint64_t(node_ranks_);
+  ++copies_done_;
+  if (!computing()) return Status::ok();
+  return compute_.copy(node_weights_.as<Bf16>() + u.offset / uint64_t(node_ranks_),
+                       gathered + uint64_t(node_rank_) * part, part * 2);
 }
 
 Status ZeroStep::forward() {
   const auto& units = layout_.units;
   issued_pos_ = 0;
+  copies_done_ = 0;
   for (size_t pos = 0; pos < units.size(); ++pos) {
     const Unit& u = units[pos];
     Bf16* gathered = nullptr;

@@ -1,6 +1,7 @@
-// ZeRO: the resident state and one training step of each stage (dp, z1, z2, z3), issuing
-// the real collectives on real buffers, asynchronously on the communicator's stream. What a
-// stage keeps and shards comes from its StageModel (stage.h).
+// ZeRO: the resident state and one training step of each stage (dp, z1, z2, z3, and the
+// node-aware hsdp and hpz), issuing the real collectives on real buffers, asynchronously on
+// the communicator's stream. What a stage keeps and shards, and over which group, comes from
+// its StageModel (stage.h).
 #pragma once
 
 #include <memory>
@@ -102,7 +103,9 @@ class ZeroStep {
   Status update_unit(size_t unit);
   // The collectives, skipped in compute-only mode, awaited at once without overlap.
   Status reduce(const Unit& u, int unit, const void* grad_src);
-  Status gather(int unit, Bf16* into, Event* done);
+  Status gather(int unit, Bf16* into, Event* done, bool backward = false);
+  Status issue_gathers(size_t pos);
+  Status keep_node_copy(size_t pos, const Bf16* gathered);
   Status forward();
   Status backward();
   Status optimizer();
@@ -125,10 +128,14 @@ class ZeroStep {
   const StageModel& model_;
   FlatLayout layout_;
   MemoryTracker tracker_;
-  int rank_, ranks_;
+  int rank_, ranks_;                 // in the world: whose gradient, summed over how many
+  int shard_rank_;                   // in the group the stage shards over (the layout's ranks)
+  int node_rank_, node_ranks_;       // on this rank's node (hpz's node copy)
+  int replica_, replicas_;           // copies of the shards across nodes (hsdp), this one's index
   int64_t step_ = 0, measured_state_bytes_ = 0;
   uint64_t max_unit_ = 0;
   Buffer weights_, grads_, master_, m_, v_;
+  Buffer node_weights_;              // hpz: the weights sharded over the node, for backward
   Buffer slot_[2];                   // transient: a bucket's or layer's full gradients
   std::vector<Buffer> gathered_;     // transient (sharded weights): prefetch + 1 gathered units
   Event slot_free_[2];
@@ -137,6 +144,7 @@ class ZeroStep {
   double host_waited_s_ = 0, exposed_s_ = 0;
   std::vector<Event> gathered_ready_, weights_ready_;  // per gathered buffer; per unit
   size_t issued_pos_ = 0;            // sharded weights: gathers issued this step (fwd, bwd)
+  size_t copies_done_ = 0;           // hpz: forward positions whose node copy is cut
   StepMode mode_ = StepMode::full;
   LayerCompute* layer_compute_ = nullptr;
   ScheduleLog* schedule_ = nullptr;

@@ -6,7 +6,7 @@ import pytest
 
 from zbrun import benchmarks, run_json, run_single, stderr_lines
 
-STAGES = ["dp", "z1", "z2", "z3"]
+STAGES = ["dp", "z1", "z2", "z3", "hsdp", "hpz"]
 OPTIMIZERS = ["adam", "momentum"]
 GRADS = ["bf16", "fp32"]
 # Bytes moved per parameter by the kernels' stated model (kernels/optimizer.h).
@@ -43,7 +43,8 @@ def test_every_stage_matches_the_reference(np):
         for part in ("reduce_s", "update_s", "step_s"):
             assert b[part] > 0, (name, part)
         assert b["step_s"] == pytest.approx(b["reduce_s"] + b["update_s"] + b["gather_s"], rel=1e-12)
-        # dp and z3 gather nothing; z1 and z2 gather the BF16 weights.
+        # dp and the stages that shard weights gather nothing here; z1 and z2 gather the
+        # BF16 weights they hold whole.
         assert (b["gather_s"] > 0) == (seg["stage"] in ("z1", "z2")), name
         assert math.isfinite(b["update_GBps"]) and b["update_GBps"] > 0
     assert "# zb_optimizer" in proc.stdout and "reduce(ms)" in proc.stdout

@@ -8,7 +8,9 @@ import pytest
 
 ZB_PLAN = os.path.join(os.environ.get("ZB_BIN", "build/bin"), "zb_plan")
 COLUMNS = ["bytes_per_param", "gb_per_gpu", "weights_gb", "grads_gb", "master_gb",
-           "moments_gb", "volume_psi", "elements_per_step", "gb_per_step"]
+           "moments_gb", "volume_psi", "elements_per_step", "gb_per_step", "inter_psi",
+           "inter_gb_per_gpu"]
+STAGES = ("dp", "z1", "z2", "z3", "hsdp", "hpz")
 
 
 def run(*args):
@@ -27,7 +29,7 @@ def plan(*args):
             current = tables.setdefault(int(m.group(1)), {})
             continue
         fields = line.split()
-        if current is not None and fields and fields[0] in ("dp", "z1", "z2", "z3"):
+        if current is not None and fields and fields[0] in STAGES:
             current[fields[0]] = dict(zip(COLUMNS, map(float, fields[1:])))
     return tables
 
@@ -105,7 +107,7 @@ def test_json_parses_and_matches_the_table(tmp_path):
     assert os.listdir(tmp_path) == ["plan.json"]  # no temporary left behind
     assert doc["model"] == {"params": 1e10, "tp": 2, "pp": 1, "ep": 2, "expert_fraction": 0.5,
                             "optimizer": "adam", "grad_dtype": "bf16"}
-    assert len(doc["rows"]) == 8
+    assert len(doc["rows"]) == 2 * len(STAGES)
     for row in doc["rows"]:
         assert (row["tp"], row["pp"], row["ep"]) == (2, 1, 2)
         assert row["world"] == 2 * row["dp"]
@@ -115,10 +117,29 @@ def test_json_parses_and_matches_the_table(tmp_path):
         assert row["gb_per_gpu"] == pytest.approx(row["bytes_per_gpu"] / 1e9)
         assert row["elements_per_step"] == pytest.approx(shown["elements_per_step"], rel=1e-4)
         assert row["bytes_per_step"] / 1e9 == pytest.approx(shown["gb_per_step"], abs=1e-3)
-        assert row["volume_psi"] == pytest.approx(3 if row["stage"] == "z3" else 2)
+        # dp ranks per node default to gcd(dp, 8): one node here, where hsdp is z3.
+        assert row["volume_psi"] == pytest.approx(3 if row["stage"] in ("z3", "hsdp", "hpz") else 2)
+        assert row["volume_psi_inter"] == 0 and row["dp_per_node"] == row["dp"]
+
+
+def test_hsdp_and_hpz_over_two_nodes_of_eight():
+    t = plan("--params=7e9", "--dp=16", "--dp-per-node=8")[16]
+    assert t["hsdp"]["gb_per_gpu"] == pytest.approx(7 * 16 / 8)  # sharded over the node only
+    assert t["hpz"]["gb_per_gpu"] == pytest.approx(7 * (16 / 16 + 2 / 8))  # plus w/S
+    assert t["hsdp"]["volume_psi"] == pytest.approx(3 + 2 / 8)
+    assert t["hsdp"]["inter_psi"] == pytest.approx(2 / 8)
+    assert t["hpz"]["inter_psi"] == pytest.approx(2) and t["z3"]["inter_psi"] == pytest.approx(3)
+    # Per GPU, what its node sends to the other: a world ring leaves each node from one of its
+    # 8 ranks (2 x 15/16 x 14 GB for dp, shared by 8 GPUs); hsdp's cross ring from every rank
+    # (2 x 1/2 of Psi/8 in BF16).
+    assert t["dp"]["inter_gb_per_gpu"] == pytest.approx(2 * 15 / 16 * 14 / 8, abs=1e-3)
+    assert t["z3"]["inter_gb_per_gpu"] == pytest.approx(3 * 15 / 16 * 14 / 8, abs=1e-3)
+    assert t["hpz"]["inter_gb_per_gpu"] == pytest.approx(2 * 15 / 16 * 14 / 8, abs=1e-3)
+    assert t["hsdp"]["inter_gb_per_gpu"] == pytest.approx(2 * 1 / 2 * 14 / 8, abs=1e-3)
 
 
 @pytest.mark.parametrize("args, what", [
+    (["--params=7e9", "--dp=16", "--dp-per-node=3"], "--dp-per-node=3"),
     (["--params=7e9", "--world=12", "--tp=2", "--pp=4"], "not divisible"),
     (["--params=7e9", "--dp=8", "--world=16"], "--world=16"),
     (["--params=7e9", "--dp=8", "--ep=3", "--expert-fraction=0.5"], "does not divide"),

@@ -1,21 +1,26 @@
 """zb_zero at 2, 3 and 4 ranks: every stage ends with the reference's weights, volumes are
-2Ψ and 3Ψ by accounting and at the sockets, and memory per parameter matches the formula."""
+2Ψ and 3Ψ by accounting and at the sockets, and memory per parameter matches the formula.
+On one node hsdp is z3 (nothing to reduce across nodes) and hpz is z3 plus its node copy;
+test_zero_nodes.py runs them over declared nodes."""
 
 import pytest
 
 from zbrun import TCP_RING, benchmarks, is_nan, run_json, run_single, stderr_lines
 
-STAGES = ["dp", "z1", "z2", "z3"]
-IDEAL = {"dp": 2.0, "z1": 2.0, "z2": 2.0, "z3": 3.0}
+STAGES = ["dp", "z1", "z2", "z3", "hsdp", "hpz"]
+IDEAL = {"dp": 2.0, "z1": 2.0, "z2": 2.0, "z3": 3.0, "hsdp": 3.0, "hpz": 3.0}
 
 
 def by_stage(data):
     return {name.split("/")[1].split(":")[1]: b for name, b in benchmarks(data).items()}
 
 
-def formula(stage, optimizer, grad, n):
+def formula(stage, optimizer, grad, n, s=None):
+    """Resident bytes per parameter at n ranks, s per node (default: all on one node)."""
     w, g, o = 2, 2 if grad == "bf16" else 4, 12 if optimizer == "adam" else 8
-    return {"dp": w + g + o, "z1": w + g + o / n, "z2": w + (g + o) / n, "z3": (w + g + o) / n}[stage]
+    s = s or n
+    return {"dp": w + g + o, "z1": w + g + o / n, "z2": w + (g + o) / n, "z3": (w + g + o) / n,
+            "hsdp": (w + g + o) / s, "hpz": (w + g + o) / n + w / s}[stage]
 
 
 # Ψ not divisible by N and unequal layers (a small GPT: embedding, blocks, head), with
@@ -91,7 +96,7 @@ def test_one_rank_moves_nothing():
     for stage, b in by_stage(data).items():
         assert b["wrong"] == 0
         assert is_nan(b["volume_psi_measured"])
-        assert b["bytes_per_param_formula"] == 16
+        assert b["bytes_per_param_formula"] == formula(stage, "adam", "bf16", 1)
 
 
 BAD = [["--model=llama:x=1"], ["--model=gpt:layers=2,hidden=0,vocab=5"], ["--model=gpt:layers=2"],

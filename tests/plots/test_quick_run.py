@@ -12,7 +12,7 @@ import pytest
 from results_fixture import PLOTS, ROOT, run_tool
 
 NEEDED = ("zb_collectives", "zb_zero", "zb_plan")
-STAGES = ("dp", "z1", "z2", "z3")
+STAGES = ("dp", "z1", "z2", "z3", "hsdp", "hpz")
 
 sys.path.insert(0, PLOTS)
 import gbjson  # noqa: E402
@@ -121,7 +121,7 @@ def test_plan_csv_equals_json(run):
     out, _ = run
     src = {(p["stage"], p["dp"]): p for p in load(out, "plan.json")["rows"]}
     rows = read_csv(out, "plan_memory")
-    assert len(rows) == len(src) == 4 * 11
+    assert len(rows) == len(src) == len(STAGES) * 11
     for r in rows:
         assert float(r["gb_per_gpu"]) == src[(r["stage"], int(float(r["dp"])))]["gb_per_gpu"]
 
@@ -145,7 +145,7 @@ def test_summary_holds_the_table(run):
     lines = text.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("| stage | bytes/param"))
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]]
-            for line in lines[head + 2:head + 6]}
+            for line in lines[head + 2:head + 2 + len(STAGES)]}
     assert list(rows) == list(STAGES)
     cols = [c.strip() for c in lines[head].split("|")[1:-1]]
     zero = {p.params["stage"]: p for p in
@@ -158,6 +158,8 @@ def test_summary_holds_the_table(run):
         assert row["measured"] == f"{zero[s].value('bytes_per_param'):.3f}"
         assert row["volume ideal (Ψ)"] == f"{wire[s].value('volume_psi'):.4f}"
         assert row["measured (Ψ)"] == f"{wire[s].value('volume_psi_measured'):.4f}"
+        # One node: nothing crosses, and no launcher named a node counter.
+        assert row["inter-node MB/step ideal"] == "0.000" and row["inter-node measured"] == "n/a"
         # Timings: the median, then [lowest, highest] over the repetitions.
         lo, hi = zero[s].spread("step_s")
         assert row["step (ms)"] == f"{zero[s].value('step_s') * 1e3:.2f} [{lo * 1e3:.2f}, {hi * 1e3:.2f}]"

@@ -81,7 +81,7 @@ TEST(StateFormula, VolumesAreTwoTwoTwoThree) {
   EXPECT_DOUBLE_EQ(volume_psi(Stage::z2), 2);
   EXPECT_DOUBLE_EQ(volume_psi(Stage::z3), 3);
   for (Stage s : all_stages())
-    EXPECT_DOUBLE_EQ(step_traffic(s, 8, 1000, 2).elements, volume_psi(s) * 1000);
+    EXPECT_DOUBLE_EQ(step_traffic(s, 8, 1000, 2).elements, volume_psi(s, 8) * 1000);
 }
 
 TEST(StateFormula, StepTrafficCollectives) {

@@ -1,0 +1,143 @@
+"""tools/cluster.sh at 2 nodes x 2 ranks: zb_zero's every stage bit for bit, its inter-node
+bytes measured at the nodes' links within 2% of the rings' accounting (and the same-node bytes at
+the nodes' loopbacks), zb_collectives' flat and hierarchical all-reduce likewise; the cluster
+leaves nothing behind, on a normal exit and when its job is stopped by a signal.
+
+Needs root and network namespaces; skipped with the reason where they are missing."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "mpi"))
+from zbrun import BIN, TCP_RING, benchmarks  # noqa: E402
+from test_zero_nodes import expected  # noqa: E402
+
+ROOT = os.environ.get("ZB_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+CLUSTER = os.path.join(ROOT, "tools", "cluster.sh")
+NAME = "t" + uuid.uuid4().hex[:6]  # this test's own cluster, whatever else is up
+
+
+def cluster(*args, timeout=600):
+    return subprocess.run([CLUSTER, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def leftovers(name):
+    """Everything of cluster `name` still on the machine."""
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    out = [line.split()[0] for line in ns.splitlines() if line.startswith(f"zbc-{name}-")]
+    out += [p for p in (f"/run/zbcluster/{name}",) if os.path.exists(p)]
+    out += [p for p in (f"/etc/netns/zbc-{name}-n0", f"/etc/netns/zbc-{name}-n1") if os.path.exists(p)]
+    return out
+
+
+@pytest.fixture(scope="module")
+def up():
+    if os.geteuid() != 0:
+        pytest.skip("the simulated cluster needs root (network namespaces, veth pairs)")
+    if not (shutil.which("ip") and shutil.which("tc")):
+        pytest.skip("the simulated cluster needs iproute2 (ip, tc): apt-get install -y iproute2")
+    probe = subprocess.run(["ip", "netns", "add", f"zbc-{NAME}-probe"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make a network namespace here: {probe.stderr.strip()}")
+    subprocess.run(["ip", "netns", "delete", f"zbc-{NAME}-probe"])
+    r = cluster("up", "--nodes=2", "--ranks-per-node=2", f"--name={NAME}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    yield NAME
+    r = cluster("down", f"--name={NAME}")
+    assert r.returncode == 0, r.stderr
+    assert leftovers(NAME) == []
+
+
+def run_json(name, mca, program, args, tmp_path):
+    path = tmp_path / f"{program}.json"
+    r = cluster("run", f"--name={name}", *mca, "--", os.path.join(BIN, program), *args, f"--json={path}")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return benchmarks(json.loads(path.read_text())), r
+
+
+def test_zero_every_stage_across_two_nodes(up, tmp_path):
+    psi = 1_600_000  # 8 layers of 200000: big enough that the fences' bytes are far below 1%
+    rows, r = run_json(up, TCP_RING, "zb_zero", [f"--params={psi}", "--layers=8", "--bucket-mb=0.4",
+                                                 "--iters=2", "--warmup=1"], tmp_path)
+    stages = {name.split("/")[1].split(":")[1]: b for name, b in rows.items()}
+    assert set(stages) == {"dp", "z1", "z2", "z3", "hsdp", "hpz"}, r.stdout
+    for stage, b in stages.items():
+        assert b["wrong"] == 0, (stage, r.stdout)
+        assert (b["nodes"], b["ranks_per_node"]) == (2, 2)
+        intra, inter, inter_bytes, intra_bytes = expected(stage, 4, 2, psi, 2)
+        assert b["volume_psi_inter"] == pytest.approx(inter, rel=1e-12), stage
+        assert b["inter_node_bytes_ideal"] == pytest.approx(inter_bytes, rel=1e-12), stage
+        # The node link's transmit counter: the payload plus TCP/IP headers and the fences'
+        # own few hundred bytes, so a little above the accounting, never below.
+        assert inter_bytes <= b["inter_node_bytes_measured"] <= 1.02 * inter_bytes, (stage, r.stdout)
+        # Over the tcp BTL a node's ranks talk through its loopback, which counts them too.
+        assert intra_bytes <= b["intra_node_bytes"] <= 1.02 * intra_bytes, (stage, r.stdout)
+    assert "the node link's counter" in r.stdout
+
+
+def test_collectives_flat_and_hierarchical_across_two_nodes(up, tmp_path):
+    rows, r = run_json(up, TCP_RING[6:], "zb_collectives",  # ring algorithms, shared memory within nodes
+                       ["--ops=all_reduce,hier_all_reduce", "--min-bytes=4M", "--max-bytes=4M",
+                        "--iters=3", "--warmup=1", "--no-bare"], tmp_path)
+    size = 4 << 20
+    flat, hier = rows[f"all_reduce/bytes:{size}/dtype:bf16"], rows[f"hier_all_reduce/bytes:{size}/dtype:bf16"]
+    for b, want in ((flat, 1.5 * size), (hier, 1.0 * size)):
+        assert b["wrong"] == 0, r.stdout
+        assert b["inter_node_bytes_ideal"] == pytest.approx(want, rel=1e-12)
+        assert want <= b["inter_node_bytes_measured"] <= 1.02 * want, r.stdout
+
+
+def test_a_stopped_job_leaves_no_process_behind(up):
+    # A job stopped by a signal: cluster.sh stops it and every process it started in the nodes.
+    p = subprocess.Popen([CLUSTER, "run", f"--name={up}", "--", "sleep", "300"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids = []
+    for _ in range(100):  # until both nodes run their sleeps
+        pids = [subprocess.run(["ip", "netns", "pids", f"zbc-{up}-n{i}"], capture_output=True,
+                               text=True).stdout.split() for i in (0, 1)]
+        if all(len(p_) >= 2 for p_ in pids):
+            break
+        time.sleep(0.1)
+    assert all(pids), "the job never started on both nodes"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) != 0
+    for _ in range(50):
+        left = [subprocess.run(["ip", "netns", "pids", f"zbc-{up}-n{i}"], capture_output=True,
+                               text=True).stdout.split() for i in (0, 1)]
+        if not any(left):
+            break
+        time.sleep(0.1)
+    assert not any(left), left
+
+
+def test_up_with_bad_options_makes_nothing(up):
+    name = "b" + uuid.uuid4().hex[:6]
+    for args in (["--nodes=0", "--ranks-per-node=2"], ["--nodes=2"], ["--nodes=2", "--ranks-per-node=1", "--link-gbps=x"]):
+        r = cluster("up", *args, f"--name={name}")
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = cluster("frobnicate")
+    assert r.returncode == 2
+    assert leftovers(name) == []
+
+
+def test_a_failed_up_removes_what_it_made_and_nothing_else(up):
+    name = "f" + uuid.uuid4().hex[:6]
+    # A namespace of node 1's name that up did not make: up fails there, half-way, removes the
+    # switch and node 0 it had made, and leaves the one it found.
+    theirs = f"zbc-{name}-n1"
+    assert subprocess.run(["ip", "netns", "add", theirs]).returncode == 0
+    try:
+        r = cluster("up", "--nodes=2", "--ranks-per-node=1", f"--name={name}")
+        assert r.returncode == 1 and theirs in r.stderr, r.stderr
+        assert leftovers(name) == [theirs]
+    finally:
+        subprocess.run(["ip", "netns", "delete", theirs])
+    assert leftovers(name) == []
