@@ -1,6 +1,6 @@
 // Compute waiting for communication, timed where it happens: a step's exposed communication.
-// The same measurement as ZeroStep::compute_after, kept apart so a schedule of its own (the
-// pipeline step) can use it and also say which waits came after its last backward.
+// Every step schedule (the ZeRO step, the pipeline step) measures its waits through it; the
+// pipeline step also asks which came after its last backward.
 #pragma once
 
 #include <vector>

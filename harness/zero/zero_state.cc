@@ -12,7 +12,7 @@ ZeroStep::ZeroStep(Communicator& comm, Compute& compute, const ZeroConfig& confi
       shard_rank_(comm.group_rank(model_.optimizer_group())), node_rank_(comm.group_rank(Group::node)),
       node_ranks_(comm.group_size(Group::node)),
       replica_(model_.reduces_across_nodes() ? comm.group_rank(Group::cross) : 0),
-      replicas_(model_.reduces_across_nodes() ? comm.group_size(Group::cross) : 1) {
+      replicas_(model_.reduces_across_nodes() ? comm.group_size(Group::cross) : 1), waits_(comm, compute, trace_) {
   for (const auto& u : layout_.units) max_unit_ = std::max(max_unit_, u.padded);
 }
 

@@ -10,48 +10,22 @@ namespace zb {
 Status ZeroStep::step() {
   ++step_;
   if (schedule_) schedule_->step();
-  marks_ = 0;
-  host_waited_s_ = 0;
+  waits_.set_host_waits(layer_compute_ && layer_compute_->spec().kind == ComputeSpec::Kind::sleep);
+  waits_.begin_step();
   ZB_RETURN_IF_ERROR(forward());
   ZB_RETURN_IF_ERROR(backward());
   ZB_RETURN_IF_ERROR(optimizer());
-  // The engine has finished the step (the optimizer synchronised it), so every pair of
-  // marks around a stream wait can be read.
-  exposed_s_ = host_waited_s_;
-  for (size_t m = 0; m + 1 < marks_; m += 2) {
-    double stood = 0;
-    ZB_RETURN_IF_ERROR(compute_.seconds_between(m, m + 1, &stood));
-    exposed_s_ += stood;
-  }
-  return Status::ok();
+  // The engine has finished the step (the optimizer synchronised it), so every wait's marks
+  // can be read.
+  double tail_s = 0;
+  return waits_.totals(&exposed_s_, &tail_s);
 }
 
 // Compute that reads what a collective wrote (or overwrites what it reads) starts after it,
 // and how long compute stood still for it is the step's exposed communication, measured
-// where it happens. Where the host is the engine (CPU kernels) or stands in for it (sleep
-// compute idles the host in place of an accelerator), the host itself waits, timed by the
-// host clock and traced as a wait span. GPU kernels wait on their stream, timed by CUDA
-// events on the stream around the wait. On a stream the host runs ahead, but only one such wait ahead: it first
-// waits (bounded by the timeout) for the event the previous wait named, which the engine has
-// normally passed already. A lost collective then becomes a timeout error here, before the
-// host could fill the launch queue behind a stream that will never move and block in a
-// launch.
-Status ZeroStep::compute_after(const Event& e) {
-  bool host_compute = layer_compute_ && layer_compute_->spec().kind == ComputeSpec::Kind::sleep;
-  if (host_compute || compute_.kind() != MemKind::device) {
-    double t0 = now_seconds();
-    ZB_RETURN_IF_ERROR(comm_.wait(e));  // the host is the engine, or stands in for it
-    double t1 = now_seconds();
-    host_waited_s_ += t1 - t0;
-    trace_.add({"wait", Track::wait, t0, t1, ""});
-    return Status::ok();
-  }
-  ZB_RETURN_IF_ERROR(comm_.wait(stream_awaited_));
-  stream_awaited_ = e;
-  ZB_RETURN_IF_ERROR(compute_.mark(marks_++));
-  ZB_RETURN_IF_ERROR(comm_.compute_waits_for(e, compute_.stream()));
-  return compute_.mark(marks_++);
-}
+// where it happens (ComputeWaits: by the host clock where the host is the engine or stands
+// in for it, by events on the stream around a GPU's stream wait).
+Status ZeroStep::compute_after(const Event& e) { return waits_.after(e); }
 
 // Where a unit's elements that this rank updates sit: in the flat vector (its own block when
 // the optimizer is sharded, else the whole unit), in the optimizer state, in the reduced

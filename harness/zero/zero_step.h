@@ -12,6 +12,7 @@
 #include "harness/compute/compute.h"
 #include "harness/core/memory_tracker.h"
 #include "harness/core/trace.h"
+#include "harness/zero/compute_waits.h"
 #include "harness/zero/layer_compute.h"
 #include "harness/zero/model.h"
 #include "harness/zero/stage.h"
@@ -139,9 +140,7 @@ class ZeroStep {
   Buffer slot_[2];                   // transient: a bucket's or layer's full gradients
   std::vector<Buffer> gathered_;     // transient (sharded weights): prefetch + 1 gathered units
   Event slot_free_[2];
-  Event stream_awaited_;             // the last event the compute stream was told to wait for
-  size_t marks_ = 0;                 // engine marks used this step, in pairs around waits
-  double host_waited_s_ = 0, exposed_s_ = 0;
+  double exposed_s_ = 0;
   std::vector<Event> gathered_ready_, weights_ready_;  // per gathered buffer; per unit
   size_t issued_pos_ = 0;            // sharded weights: gathers issued this step (fwd, bwd)
   size_t copies_done_ = 0;           // hpz: forward positions whose node copy is cut
@@ -149,6 +148,7 @@ class ZeroStep {
   LayerCompute* layer_compute_ = nullptr;
   ScheduleLog* schedule_ = nullptr;
   Trace trace_;
+  ComputeWaits waits_;               // compute's waits for communication: exposed time
   std::vector<int> log_unit_;        // traffic log index -> unit, for the trace
 };
 
