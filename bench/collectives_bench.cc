@@ -66,12 +66,12 @@ Status hier_all_reduce(Communicator& comm, const Shape& s, const void* in, void*
   return comm.all_gather(own, out, s.node_block, s.dtype, Group::node);
 }
 
-Status issue(Communicator& comm, const Shape& s, const void* in, void* out) {
+Status issue(Communicator& comm, const Shape& s, const void* in, void* out, Group group) {
   if (s.hier) return hier_all_reduce(comm, s, in, out, false);
   switch (s.op) {
-    case Coll::all_reduce: return comm.all_reduce(in, out, s.count, s.dtype);
-    case Coll::reduce_scatter: return comm.reduce_scatter(in, out, s.out_count, s.dtype);
-    case Coll::all_gather: return comm.all_gather(in, out, s.in_count, s.dtype);
+    case Coll::all_reduce: return comm.all_reduce(in, out, s.count, s.dtype, group);
+    case Coll::reduce_scatter: return comm.reduce_scatter(in, out, s.out_count, s.dtype, group);
+    case Coll::all_gather: return comm.all_gather(in, out, s.in_count, s.dtype, group);
   }
   return Status::ok();
 }
@@ -104,7 +104,9 @@ std::vector<std::pair<std::string, CollOp>> coll_op_choices() {
 Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* out) {
   Driver& driver = run.driver();
   Communicator& comm = driver.comm();
-  const int n = comm.size(), rank = comm.rank();
+  // Over a group, every rank runs the collective of its own group: the patterns, the padding
+  // and the expected values are the group's.
+  const int n = comm.group_size(setup.group), rank = comm.group_rank(setup.group);
   Shape s = shape_for(setup.op, setup.dtype, setup.bytes, n);
   if (setup.hier) {
     const int per_node = comm.group_size(Group::node);
@@ -122,15 +124,15 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   ZB_RETURN_IF_ERROR(Buffer::allocate(MemKind::host, s.in_count * esz, &host_in));
   ZB_RETURN_IF_ERROR(Buffer::allocate(MemKind::host, s.out_count * esz, &host_out));
   fill_input(s, host_in.data(), rank, n);
-  if (driver.faults().corrupt_rank == rank)
+  if (driver.faults().corrupt_rank == comm.rank())
     store_element(host_in.data(), s.dtype, s.in_count / 2, 1.0);  // off the pattern
   ZB_RETURN_IF_ERROR(copy_bytes(in.data(), kind, host_in.data(), MemKind::host, s.in_count * esz));
 
-  auto ours = [&] { return issue(comm, s, in.data(), out_buf.data()); };
+  auto ours = [&] { return issue(comm, s, in.data(), out_buf.data(), setup.group); };
   auto ours_done = [&] { return comm.synchronize(); };
   auto bare = [&] {
     return s.hier ? hier_all_reduce(comm, s, in.data(), out_buf.data(), true)
-                  : comm.bare(s.op, in.data(), out_buf.data(), s.count, s.dtype);
+                  : comm.bare(s.op, in.data(), out_buf.data(), s.count, s.dtype, setup.group);
   };
   auto bare_done = [&] { return comm.bare_synchronize(); };
   auto once = [&]() -> Status {

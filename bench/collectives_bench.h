@@ -28,6 +28,7 @@ std::vector<std::pair<std::string, CollOp>> coll_op_choices();
 struct CollSetup {
   Coll op = Coll::all_reduce;
   bool hier = false;      // the hierarchical all-reduce (op is all_reduce)
+  Group group = Group::world;  // the ranks the collective runs over (a node's, or a cross-node group)
   DType dtype = DType::bf16;
   uint64_t bytes = 0;     // requested full buffer; padded up for reduce-scatter and all-gather
   bool batch = true;      // false: each iteration completed and timed alone (p50, p99)

@@ -17,6 +17,7 @@ struct Options {
   zb::DType dtype = zb::DType::bf16;
   bool batch = true, check = true, bare = true;
   zb::Progress progress = zb::Progress::caller;
+  std::vector<zb::Group> groups{zb::Group::world};
 };
 
 struct Row {
@@ -67,6 +68,9 @@ int main(int argc, char** argv) {
                "thread; thread hands it to the communication thread (what overlap uses)",
                zb::Choices<zb::Progress>{{"caller", zb::Progress::caller}, {"thread", zb::Progress::thread}});
   f.add_bool("bare", &opt.bare, "also time the bare library call in the same run (overhead_ratio)");
+  f.add_list("groups", &opt.groups, "the ranks each collective runs over: world, node (each node's ranks) or "
+             "cross (the ranks at one place on every node); names gain /group:G beyond world",
+             zb::Choices<zb::Group>{{"world", zb::Group::world}, {"node", zb::Group::node}, {"cross", zb::Group::cross}});
   int code = driver.init(argc, argv);
   if (code >= 0) return code;
   if (opt.min_bytes > opt.max_bytes) {
@@ -92,20 +96,25 @@ int main(int argc, char** argv) {
   const bool measurable = zb::socket_transport(zb::backend_name(comm.backend()), n, &why_not);
   std::vector<Row> rows;
 
-  for (zb::CollOp op : opt.ops)
-    for (uint64_t bytes : zb::size_sweep(opt.min_bytes, opt.max_bytes, opt.step_factor)) {
-      zb::CollSetup setup{op.op, op.hier, opt.dtype, bytes, opt.batch, opt.bare, opt.check, measurable};
-      const int pad_ranks = op.hier ? comm.group_size(zb::Group::node) : n;
-      uint64_t full_bytes = zb::padded_count(op.op, opt.dtype, bytes, pad_ranks, op.hier) * zb::dtype_size(opt.dtype);
-      std::string name = std::string(zb::coll_op_name(op)) + "/bytes:" + std::to_string(full_bytes) +
-                         "/dtype:" + zb::dtype_name(opt.dtype);
-      driver.add(name, [&, setup, name](zb::Run& run) -> zb::Status {
-        zb::CollResult r;
-        ZB_RETURN_IF_ERROR(zb::run_collective_benchmark(run, setup, &r));
-        if (r.wrong > 0) driver.mark_failed(name + ": " + zb::fmt(r.wrong, 0) + " wrong elements");
-        rows.push_back({zb::coll_op_name({setup.op, setup.hier}), r});
-        return zb::Status::ok();
-      });
+  for (zb::Group group : opt.groups)
+    for (zb::CollOp op : opt.ops) {
+      if (op.hier && group != zb::Group::world) continue;  // it picks its own groups
+      for (uint64_t bytes : zb::size_sweep(opt.min_bytes, opt.max_bytes, opt.step_factor)) {
+        zb::CollSetup setup{op.op, op.hier, group, opt.dtype, bytes, opt.batch, opt.bare, opt.check, measurable};
+        const int pad_ranks = op.hier ? comm.group_size(zb::Group::node) : comm.group_size(group);
+        const uint64_t full_bytes =
+            zb::padded_count(op.op, opt.dtype, bytes, pad_ranks, op.hier) * zb::dtype_size(opt.dtype);
+        const std::string name = std::string(zb::coll_op_name(op)) + "/bytes:" + std::to_string(full_bytes) +
+                                 "/dtype:" + zb::dtype_name(opt.dtype) +
+                                 (group == zb::Group::world ? "" : std::string("/group:") + zb::group_name(group));
+        driver.add(name, [&, setup, name](zb::Run& run) -> zb::Status {
+          zb::CollResult r;
+          ZB_RETURN_IF_ERROR(zb::run_collective_benchmark(run, setup, &r));
+          if (r.wrong > 0) driver.mark_failed(name + ": " + zb::fmt(r.wrong, 0) + " wrong elements");
+          rows.push_back({zb::coll_op_name({setup.op, setup.hier}), r});
+          return zb::Status::ok();
+        });
+      }
     }
 
   code = driver.run();

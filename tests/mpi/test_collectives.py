@@ -128,7 +128,7 @@ BAD = [["--ops=all_to_all"], ["--dtype=fp16"], ["--min-bytes=0"], ["--min-bytes=
        ["--step-factor=0.5"], ["--iters=0"], ["--timeout=-1"], ["--backend=gloo"],
        ["--min-bytes=8K", "--max-bytes=4K"], ["--fault-skip=x"], ["--frobnicate"], ["extra"],
        ["--benchmark_nonsense=1"], ["--timing=median"], ["--progress=none"],
-       ["--fault-slow=all_reduce:0"], ["--json=/no/such/dir/x.json"]]
+       ["--fault-slow=all_reduce:0"], ["--json=/no/such/dir/x.json"], ["--groups=rack"]]
 
 
 @pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))
@@ -152,3 +152,22 @@ def test_help_documents_every_flag():
                  "--warmup", "--check", "--backend", "--json", "--timeout", "--timing", "--progress",
                  "--bare"):
         assert flag in proc.stdout
+
+
+def test_collectives_over_node_and_cross_groups_are_correct_and_named():
+    # 4 ranks as 2 declared nodes of 2: each group runs its own collective, checked against
+    # its own ranks' patterns, and the name says which group.
+    data, proc = run_json(4, "zb_collectives", ["--ranks-per-node=2", "--groups=world,node,cross",
+                                               "--min-bytes=1001", "--max-bytes=1001", "--iters=2",
+                                               "--warmup=1"])
+    runs = benchmarks(data)
+    assert len(runs) == 9, proc.stdout
+    for name, b in runs.items():
+        assert b["wrong"] == 0, name
+        group = name.split("/group:")[1] if "/group:" in name else "world"
+        assert b["ranks"] == (4 if group == "world" else 2), name
+        # Inside a node nothing crosses the node boundary; across nodes it all does.
+        if group == "node":
+            assert b["inter_node_bytes_ideal"] == 0, name
+        if group == "cross":
+            assert b["inter_node_bytes_ideal"] == 2 * b["wire_bytes_ideal"], name

@@ -14,16 +14,18 @@ MODEL = ["--params=1000003", "--layers=6", "--bucket-mb=0.5"]
 ALPHA, BETA = 20e-6, 1e-9  # 20 us + 1 ns per byte, for every op
 
 
-def sweep_doc(ranks, sizes=None, alpha=ALPHA, beta=BETA, ops=("all_reduce", "reduce_scatter", "all_gather")):
-    """A zb_collectives results file of an exact alpha-beta collective."""
+def sweep_doc(ranks, sizes=None, alpha=ALPHA, beta=BETA, ops=("all_reduce", "reduce_scatter", "all_gather"),
+              groups=("world",)):
+    """A zb_collectives results file of an exact alpha-beta collective, over each group."""
     sizes = sizes or [1024 * 2 ** k for k in range(15)]  # 1 KiB to 16 MiB
     rows = []
     for op in ops:
         for b in sizes:
-            name = f"{op}/bytes:{b}/dtype:bf16"
-            rows.append({"name": name, "run_name": name, "run_type": "iteration", "iterations": 10,
-                         "real_time": (alpha + beta * b) * 1e6, "cpu_time": 1.0, "time_unit": "us",
-                         "wire_bytes_measured": float("nan")})
+            for g in groups:
+                name = f"{op}/bytes:{b}/dtype:bf16" + ("" if g == "world" else f"/group:{g}")
+                rows.append({"name": name, "run_name": name, "run_type": "iteration", "iterations": 10,
+                             "real_time": (alpha + beta * b) * 1e6, "cpu_time": 1.0, "time_unit": "us",
+                             "wire_bytes_measured": float("nan")})
     return {"context": {"world_size": str(ranks), "command_line": "zb_collectives --timing=per-iter"},
             "benchmarks": rows}
 
@@ -189,3 +191,25 @@ def test_pipeline_prediction_refuses_z3():
         sweep = write(tmp, "sweep.json", sweep_doc(2))
         proc = run_single("zb_predict", [f"--sweep={sweep}", *PIPE, "--stages=z3"])
         assert proc.returncode == 2 and len(stderr_lines(proc)) == 1, proc.stderr
+
+
+def test_node_aware_stages_are_recorded_as_a_real_run_issues_them_over_their_groups():
+    # 4 ranks as 2 declared nodes of 2: hsdp and hpz issue collectives over the node and
+    # cross-node groups; the recorded ones are the real ones, and each is priced from its
+    # group's sweep (a sweep without that group is refused, naming it).
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = write(tmp, "sweep.json", sweep_doc(4, groups=("world", "node", "cross")))
+        args = [*MODEL, "--stages=hsdp,hpz", "--ranks-per-node=2"]
+        proc = mpirun(4, "zb_zero", [*args, "--iters=1", "--warmup=0", "--no-check", f"--trace={tmp}/real.json"])
+        assert proc.returncode == 0, proc.stderr
+        pred, _ = predict(sweep, [*args, f"--trace={tmp}/pred.json"])
+        for stage in ("hsdp", "hpz"):
+            with open(f"{tmp}/real_{stage}.json") as f:
+                measured = json.load(f)
+            with open(f"{tmp}/pred_{stage}.json") as f:
+                predicted = json.load(f)
+            assert collectives(predicted) == collectives(measured), stage
+        assert all(b["extrapolated"] == 0 for b in benchmarks(pred).values())
+        world_only = write(tmp, "world.json", sweep_doc(4))
+        proc = run_single("zb_predict", [f"--sweep={world_only}", *args])
+        assert proc.returncode != 0 and "group" in proc.stderr
