@@ -185,6 +185,10 @@ run_path hier zb_collectives --ops=hier_all_reduce --min-bytes=1K --max-bytes=25
 # A training step of every stage (hsdp and hpz on the split communicators): device memory from
 # cudaMemGetInfo, the final state checked bit for bit against the reference.
 run_path zero zb_zero --params=64e6 --layers=16 --iters=5 --warmup=2
+# The same steps predicted from the collective sweep above (one GPU: NCCL's own copies), held
+# against what was measured (results/predict.json has comm_error per stage).
+run_path predict zb_predict --sweep="$res/collectives.json" --params=64e6 --layers=16 \
+  --measured="$res/zero.json"
 # Every stage overlapped with cuBLAS GEMM compute, ordered by CUDA events between the compute
 # and communication streams, checked against the reference; a trace per stage.
 run_path overlap zb_zero --model=gpt:layers=8,hidden=2048,vocab=32000 --compute=gemm:4096 \
