@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gbjson  # noqa: E402
 from compare_rules import (DEFAULT_GATE, DEFAULT_THRESHOLD, TOLERANCE_HELP,  # noqa: E402
-                           Row, compare_benchmark, merged_tolerances)
+                           Row, compare_benchmark, parse_tolerances)
 
 HEADER = ["benchmark", "metric", "baseline", "current", "change", "verdict"]
 
@@ -158,16 +158,10 @@ def main(argv=None):
     args = p.parse_args(argv)
     if not args.threshold >= 0:
         p.error("--threshold must be a number >= 0")
-    overrides = {}
-    for item in args.tolerance:
-        metric, _, rel = item.partition("=")
-        try:
-            overrides[metric] = float(rel)
-        except ValueError:
-            overrides[metric] = math.nan
-        if not metric or not overrides[metric] >= 0:
-            p.error(f"--tolerance {item!r}: expected METRIC=REL with REL >= 0")
-    tolerances = merged_tolerances(overrides)
+    try:
+        tolerances = parse_tolerances(args.tolerance)
+    except ValueError as e:
+        p.error(str(e))
     try:
         sections = collect(args.baseline, args.current, args.threshold, args.gate, tolerances)
     except gbjson.InputError as e:

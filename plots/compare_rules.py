@@ -53,6 +53,21 @@ def merged_tolerances(overrides=None):
     return merged
 
 
+def parse_tolerances(items):
+    """{metric: REL} from METRIC=REL strings, over the defaults; ValueError names a bad one."""
+    overrides = {}
+    for item in items:
+        metric, _, rel = item.partition("=")
+        try:
+            value = float(rel)
+        except ValueError:
+            value = math.nan
+        if not metric or not value >= 0:
+            raise ValueError(f"--tolerance {item!r}: expected METRIC=REL with REL >= 0")
+        overrides[metric] = value
+    return merged_tolerances(overrides)
+
+
 def kind(metric, tolerances=None):
     """"exact", "lower" (time: lower is better), "higher", or None (not compared).
 
