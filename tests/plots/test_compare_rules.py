@@ -1,4 +1,4 @@
-"""plots/compare_rules.py: which way each counter is better, by name, for counters not yet written."""
+"""plots/compare_rules.py: which way each counter is better, new counter names included."""
 
 import sys
 
