@@ -40,7 +40,7 @@ def _cells(r):
 def text_table(rows):
     cells = [_cells(r) for r in rows]
     widths = [max(len(c[i]) for c in [HEADER] + cells) for i in range(len(HEADER))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(HEADER, widths))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(HEADER, widths)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(cs, widths)).rstrip() for cs in cells]
     return "\n".join(lines)
@@ -79,6 +79,20 @@ def _interval_text(n, confidence):
     return text
 
 
+def _per_file(rows):
+    """Verdicts of the timed metrics per results file: where these runs can gate a timing."""
+    timed = [r for r in rows if r.kind in ("lower", "higher")]
+    verdicts = sorted({r.verdict for r in timed})
+    if not timed:
+        return []
+    lines = ["Timed metrics per file:", "",
+             "| file | " + " | ".join(verdicts) + " |", "|" + "---|" * (len(verdicts) + 1)]
+    for file in sorted({r.file for r in timed}):
+        counts = [sum(r.file == file and r.verdict == v for r in timed) for v in verdicts]
+        lines.append(f"| {file} | " + " | ".join(str(c) for c in counts) + " |")
+    return lines + [""]
+
+
 def render_md(rows, args, n_pairs, line):
     out = ["## A/B comparison", ""]
     out.append(f"A: {args.a_label}; B: {args.b_label}; {n_pairs} pairs.")
@@ -91,6 +105,7 @@ def render_md(rows, args, n_pairs, line):
             f"Detectable: the smallest worsening these pairs could have flagged; above the "
             f"threshold, a metric that shows no regression is too noisy to decide.", "",
             f"**{line}**", ""]
+    out += _per_file(rows)
     sections = [("Fails the gate", [r for r in rows if r.verdict in FAILING]),
                 ("Undecided: too noisy or too few pairs",
                  [r for r in rows if r.verdict in UNDECIDED])]
@@ -166,9 +181,11 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     line, bad = summary(rows, args.threshold, args.undecided == "fail")
-    flagged = [r for r in rows if r.verdict in FAILING | UNDECIDED]
-    if flagged:
-        print(text_table(flagged))
+    # The console gets what fails; ab.md also lists every undecided row, often hundreds on
+    # a shared machine, which the summary line counts.
+    failing = [r for r in rows if r.verdict in FAILING]
+    if failing:
+        print(text_table(failing))
     try:
         write_whole(os.path.join(args.ab_dir, "ab.md"), render_md(rows, args, len(names), line))
     except OSError as e:
