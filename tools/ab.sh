@@ -17,7 +17,7 @@ neither. Both sides run through this checkout's run_all.sh (same command lines),
 its own binaries. plots/ab.py then writes OUT/ab.md and OUT/figures/ab_*.{png,pdf,csv}.
 
 options:
-  --pairs=N          pairs of runs (default 7, at least 5)
+  --pairs=N          pairs of runs (default 8, at least 5; even, so each order runs as often)
   --out=DIR          where the runs, logs and report go (default results/ab_<stamp>_<host>)
   --only=A,B         families, as run_all.sh --only names them (default
                      collectives,zero,sweep,optimizer: the ones that time something)
@@ -41,7 +41,7 @@ USAGE
 die2() { echo "ab.sh: $*" >&2; exit 2; }
 log() { printf '[ab %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
-pairs=7 out="" only=collectives,zero,sweep,optimizer build=build cmake_opts=""
+pairs=8 out="" only=collectives,zero,sweep,optimizer build=build cmake_opts=""
 revs=() pass=() a_args=() b_args=() ab_opts=()
 while (($#)); do
   arg=$1
@@ -136,14 +136,22 @@ else
 fi
 build_side A "$a_src"
 build_side B "$b_src"
+# Both sides run their binaries through paths of the same length. The paths reach the
+# benchmark in argv, and argv and the environment sit at the top of the stack: a longer
+# path shifts every stack address, a known cause of steady differences of several percent
+# between identical programs, the same way in every pair, which no number of pairs cancels.
+# (Sessions here whose B was this checkout, at a shorter path than A's worktree, flagged
+# only B as slower; sessions of two worktrees at equal paths flagged nothing.)
+ln -s "$a_src/$build/bin" "$tmp/bin_A" && ln -s "$b_src/$build/bin" "$tmp/bin_B" \
+  || die2 "cannot link the binaries into $tmp"
 
 failed=0
 # run_side SIDE PAIR FAMILY: one family on one side into OUT/SIDE/PAIR/FAMILY.
 run_side() {
-  local side=$1 pair=$2 fam=$3 t0=$SECONDS src=$a_src
+  local side=$1 pair=$2 fam=$3 t0=$SECONDS
   local -a extra=("${a_args[@]}")
-  [[ $side == B ]] && src=$b_src extra=("${b_args[@]}")
-  if ./run_all.sh --bin="$src/$build/bin" --only="$fam" --out="$out/$side/$pair/$fam" --no-figures \
+  [[ $side == B ]] && extra=("${b_args[@]}")
+  if ./run_all.sh --bin="$tmp/bin_$side" --only="$fam" --out="$out/$side/$pair/$fam" --no-figures \
       "${extra[@]}" "${pass[@]}" >"$out/logs/${pair}_${side}_$fam.log" 2>&1; then
     log "pair $pair $fam $side: done in $((SECONDS - t0)) s"
   else
