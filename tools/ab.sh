@@ -113,12 +113,13 @@ checkout() {
 }
 # build SIDE SRC: configure once and build SRC/$build with the revision's own build script.
 build_side() {
-  local t0=$SECONDS
+  local t0=$SECONDS opts=$cmake_opts
   log "building $1 in $2/$build"
-  # Tests are not built: these builds are only run. (Options count only when the folder is
-  # first configured, so an existing build/ keeps its own.)
+  # A temporary worktree's build is only run, so it builds no tests; this checkout's build
+  # folder may be the one ./run_tests.sh uses, and must keep them.
+  [[ $2 == "$tmp"/* ]] && opts="-DBUILD_TESTING=OFF $opts"
   # shellcheck disable=SC2086  # --cmake holds several options
-  (cd "$2" && tools/build.sh "$build" -DBUILD_TESTING=OFF $cmake_opts) >"$out/logs/build_$1.log" 2>&1 \
+  (cd "$2" && tools/build.sh "$build" $opts) >"$out/logs/build_$1.log" 2>&1 \
     || die2 "$1 does not build; see $out/logs/build_$1.log"
   [[ -d $2/$build/bin ]] || die2 "$1 built no $build/bin; see $out/logs/build_$1.log"
   log "$1 built in $((SECONDS - t0)) s"
