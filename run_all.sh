@@ -50,15 +50,22 @@ options:
   --compare=DIR      compare this run with a baseline results folder (for example
                      results/baselines/<name>) through plots/compare.py; writes compare.md
                      into the results folder, prints it, and exits 1 on a regression
-  --gate=G           exact (default): fail only when an exact metric differs (wrong,
-                     volume_psi, bytes_per_param, params, ranks, wire_bytes_ideal, ...);
-                     all: also fail when a timing is worse than --threshold
-  --threshold=X      relative change of a timing counted as a regression (default 0.1)
-  --tolerance=M=REL  compare the measured counter M as exact within a relative REL; defaults
-                     bytes_per_param=0.005 (resident-set growth is page-granular and the first
-                     benchmark of a process varies by a few pages) and
-                     volume_psi_measured=0.01 (socket bytes of the ring algorithms); repeatable,
-                     REL 0 makes M bit-exact
+  --gate=G           exact: fail only when an exact metric differs (wrong, volume_psi,
+                     bytes_per_param, params, ranks, wire_bytes_ideal, ...); all: also fail
+                     when a timing is worse than --threshold
+  --threshold=X      relative change of a timing counted as a regression
+  --tolerance=M=REL  compare the measured counter M as exact within a relative REL;
+                     repeatable, REL 0 makes M bit-exact
+                     (defaults of these three, shared with plots/compare.py, are in
+                     plots/compare_rules.py: gate exact, threshold 0.1, bytes_per_param=0.005,
+                     volume_psi_measured=0.01)
+  --bin=DIR          run the binaries in DIR (for example another revision's build/bin) and
+                     neither install nor build; tools/ab.sh runs both sides this way
+  --extra-args=L=ARGS  append ARGS (split on spaces) to the command of the run labelled L
+                     (collectives, zero_wire, zero, predict_sweep, predict, zero_sweep, optimizer,
+                     plan, pipeline_wire, pipeline, pipeline_trace) only, for
+                     example --extra-args=collectives=--fault-slow=all_reduce:0.2; repeatable
+  --no-figures       draw no figures (tools/ab.sh: its many small runs need only the JSON)
   -h, --help         this text
 
 Progress goes to stderr, one line per benchmark with its elapsed time. A benchmark that
@@ -72,12 +79,16 @@ USAGE
 
 die2() { echo "run_all.sh: $*" >&2; exit 2; }
 
-quick=0 np="" backend=auto out="" only="" compare="" gate=exact threshold=0.1 reps= srun_mpi=${ZB_SRUN_MPI:-}
+quick=0 no_figures=0 np="" backend=auto out="" only="" compare="" gate="" threshold="" reps="" bin_dir=""
+srun_mpi=${ZB_SRUN_MPI:-}
 srun_mpi_from=${ZB_SRUN_MPI:+ZB_SRUN_MPI}
-declare -A tolerance=([bytes_per_param]=0.005 [volume_psi_measured]=0.01)
+declare -A tolerance=() extra=()
+all_labels=(collectives zero_wire zero predict_sweep predict zero_sweep optimizer plan pipeline_wire pipeline
+            pipeline_trace)
 for arg in "$@"; do
   case $arg in
     --quick) quick=1 ;;
+    --no-figures) no_figures=1 ;;
     --np=*) np=${arg#*=} ;;
     --backend=*) backend=${arg#*=} ;;
     --srun-mpi=*) srun_mpi=${arg#*=} srun_mpi_from=--srun-mpi ;;
@@ -85,8 +96,14 @@ for arg in "$@"; do
     --only=*) only=${arg#*=} ;;
     --repetitions=*) reps=${arg#*=} ;;
     --compare=*) compare=${arg#*=} ;;
-    --gate=*) gate=${arg#*=} ;;
-    --threshold=*) threshold=${arg#*=} ;;
+    --gate=*) gate=${arg#*=}; [[ -n $gate ]] || die2 "--gate needs exact or all" ;;
+    --threshold=*) threshold=${arg#*=}; [[ -n $threshold ]] || die2 "--threshold needs a number" ;;
+    --bin=*) bin_dir=${arg#*=}; [[ -n $bin_dir ]] || die2 "--bin needs a folder" ;;
+    --extra-args=*)
+      t=${arg#*=}
+      [[ " ${all_labels[*]} " == *" ${t%%=*} "* && $t == *=* ]] \
+        || die2 "--extra-args must be LABEL=ARGS with LABEL one of ${all_labels[*]}, not '$t'"
+      extra[${t%%=*}]+=" ${t#*=}" ;;
     --tolerance=*)
       t=${arg#*=}
       [[ $t =~ ^[A-Za-z_][A-Za-z0-9_]*=([0-9]+([.][0-9]*)?|[.][0-9]+)$ ]] \
@@ -102,8 +119,9 @@ all_benches=(collectives zero predict sweep optimizer plan pipeline)
 reps=${reps:-$( ((quick)) && echo 3 || echo 5)}
 [[ $backend =~ ^(auto|mpi|nccl)$ ]] || die2 "--backend must be auto, mpi or nccl, not '$backend'"
 [[ -z $srun_mpi || $srun_mpi =~ ^[a-z0-9_]+$ ]] || die2 "--srun-mpi must be a plugin name such as pmix, not '$srun_mpi'"
-[[ $gate =~ ^(exact|all)$ ]] || die2 "--gate must be exact or all, not '$gate'"
-[[ $threshold =~ ^[0-9]+([.][0-9]*)?$|^[.][0-9]+$ ]] || die2 "--threshold must be a number >= 0, not '$threshold'"
+[[ -z $gate || $gate =~ ^(exact|all)$ ]] || die2 "--gate must be exact or all, not '$gate'"
+[[ -z $threshold || $threshold =~ ^[0-9]+([.][0-9]*)?$|^[.][0-9]+$ ]] || die2 "--threshold must be a number >= 0, not '$threshold'"
+[[ -z $bin_dir || -d $bin_dir ]] || die2 "--bin: '$bin_dir' is not a folder"
 [[ -n $out || $* != *--out=* ]] || die2 "--out needs a folder"
 if [[ $* == *--only=* ]]; then
   [[ -n $only ]] || die2 "--only needs names (known: ${all_benches[*]})"
@@ -127,10 +145,15 @@ out=$(cd "$out" && pwd)
 log() { printf '[run_all %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 t_start=$SECONDS
 
-tools/install_deps.sh || exit 1
-log "building (build/)"
-tools/build.sh build || { log "build failed"; exit 1; }
-bin=$root/build/bin
+if [[ -n $bin_dir ]]; then
+  bin=$(cd "$bin_dir" && pwd)
+  log "binaries from $bin (not building)"
+else
+  tools/install_deps.sh || exit 1
+  log "building (build/)"
+  tools/build.sh build || { log "build failed"; exit 1; }
+  bin=$root/build/bin
+fi
 
 # Hardware: GPUs through nvidia-smi; the build decides whether NCCL is available.
 gpus=0
@@ -139,7 +162,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 if [[ $backend == auto ]]; then
   backend=mpi
-  ((gpus > 0)) && grep -q 'ZB_CUDA_ENABLED:INTERNAL=ON\|NCCL_LIBRARY:FILEPATH=/' build/CMakeCache.txt && backend=nccl
+  ((gpus > 0)) && grep -q 'ZB_CUDA_ENABLED:INTERNAL=ON\|NCCL_LIBRARY:FILEPATH=/' "$bin/../CMakeCache.txt" && backend=nccl
 fi
 cores=$(nproc 2>/dev/null || echo 2)
 slurm=0
@@ -244,10 +267,13 @@ skip() {
 mpi_bench() {  # mpi_bench LABEL BINARY ARGS...: launched on every rank, JSON in LABEL.json
   local label=$1 binary=$bin/$2
   shift 2
+  extra_for "$label"
   [[ -x $binary ]] || { skip "$label" "$binary not built"; return; }
   run_bench "$label" "$label.json" "" "${launch[@]}" "$binary" --backend="$backend" --json="$out/$label.json" \
-    "${rep_args[@]}" "$@"
+    "${rep_args[@]}" "$@" "${more[@]}"
 }
+# extra_for LABEL: that run's --extra-args words in more[], split on spaces, never globbed.
+extra_for() { more=(); read -ra more <<<"${extra[$1]:-}"; }
 rep_args=()
 ((reps > 1)) && rep_args=(--benchmark_repetitions="$reps")
 
@@ -309,9 +335,10 @@ if selected zero; then
   else
     prefix=()
     ((${#wire_env[@]})) && prefix=(env "${wire_env[@]}")
+    extra_for zero_wire
     run_bench zero_wire zero_wire.json "${wire_env[*]:-${wire_mca[*]}}" \
       "${prefix[@]}" "${launch[@]}" "${wire_mca[@]}" "$bin/zb_zero" --backend="$backend" \
-      --json="$out/zero_wire.json" "${rep_args[@]}" "${model[@]}" "${zero_iters[@]}"
+      --json="$out/zero_wire.json" "${rep_args[@]}" "${model[@]}" "${zero_iters[@]}" "${more[@]}"
   fi
   mpi_bench zero zb_zero "${model[@]}" "${zero_iters[@]}" "${compute[@]}" --overlap=on \
     --trace="$out/trace.json"
@@ -330,9 +357,10 @@ if selected predict; then
     [[ ${compute[0]} == --compute=gemm* ]] && predict_compute=(--compute=none)
     measured=()
     [[ -f $out/zero.json ]] && measured=(--measured="$out/zero.json")
+    extra_for predict
     [[ -f $out/predict_sweep.json ]] && run_bench predict predict.json "" "$bin/zb_predict" \
       --sweep="$out/predict_sweep.json" "${model[@]}" "${predict_compute[@]}" --overlap=on \
-      "${measured[@]}" --json="$out/predict.json"
+      "${measured[@]}" --json="$out/predict.json" "${more[@]}"
   fi
 fi
 
@@ -349,8 +377,9 @@ wire_bench() {
   [[ -x $binary ]] || { skip "$label" "$binary not built"; return; }
   local prefix=()
   ((${#wire_env[@]})) && prefix=(env "${wire_env[@]}")
+  extra_for "$label"
   run_bench "$label" "$label.json" "${wire_env[*]:-${wire_mca[*]}}" "${prefix[@]}" "${launch[@]}" \
-    "${wire_mca[@]}" "$binary" --backend="$backend" --json="$out/$label.json" "${rep_args[@]}" "$@"
+    "${wire_mca[@]}" "$binary" --backend="$backend" --json="$out/$label.json" "${rep_args[@]}" "$@" "${more[@]}"
 }
 
 if selected pipeline; then
@@ -368,8 +397,9 @@ fi
 if selected plan; then
   if [[ -x $bin/zb_plan ]]; then
     # Runs nothing on the hardware: one process, no launcher.
+    extra_for plan
     run_bench plan plan.json "" "$bin/zb_plan" --params=7e9 --dp=1,2,4,8,16,32,64,128,256,512,1024 \
-      --json="$out/plan.json"
+      --json="$out/plan.json" "${more[@]}"
   else
     skip plan "$bin/zb_plan not built"
   fi
@@ -381,7 +411,9 @@ python3 plots/manifest.py "$out" --runs="$runs_tsv" --backend="$backend" --ranks
   || { log "manifest.json: FAILED"; failures=$((failures + 1)); }
 
 t0=$(now_us)
-if python3 plots/zbplot.py "$out" >"$out/logs/figures.log" 2>&1; then
+if ((no_figures)); then
+  log "figures: skipped (--no-figures)"
+elif python3 plots/zbplot.py "$out" >"$out/logs/figures.log" 2>&1; then
   drawn=$(grep -c '^zbplot: wrote' "$out/logs/figures.log")
   log "figures: done in $(since "$t0") s -> figures/ ($drawn figures)"
 else
@@ -401,9 +433,12 @@ fi
 
 compare_failed=0
 if [[ -n $compare ]]; then
-  tol_args=()
-  for m in "${!tolerance[@]}"; do tol_args+=(--tolerance="$m=${tolerance[$m]}"); done
-  python3 plots/compare.py "$compare" "$out" --gate="$gate" --threshold="$threshold" "${tol_args[@]}" \
+  # Only what was given: compare.py's defaults (plots/compare_rules.py) are this script's.
+  rule_args=()
+  [[ -n $gate ]] && rule_args+=(--gate="$gate")
+  [[ -n $threshold ]] && rule_args+=(--threshold="$threshold")
+  for m in "${!tolerance[@]}"; do rule_args+=(--tolerance="$m=${tolerance[$m]}"); done
+  python3 plots/compare.py "$compare" "$out" "${rule_args[@]}" \
     --markdown="$out/compare.md" >"$out/logs/compare.log" 2>&1
   rc=$?
   if [[ -f $out/compare.md ]] && ((rc != 2)); then
@@ -413,8 +448,8 @@ if [[ -n $compare ]]; then
     log_tail "$out/logs/compare.log"
   fi
   case $rc in
-    0) log "compare with $compare: PASS (gate $gate)" ;;
-    1) log "compare with $compare: REGRESSION (gate $gate); see compare.md"; compare_failed=1 ;;
+    0) log "compare with $compare: $(tail -n 1 "$out/logs/compare.log")" ;;
+    1) log "compare with $compare: $(tail -n 1 "$out/logs/compare.log"); see compare.md"; compare_failed=1 ;;
     *) log "compare with $compare: could not compare (exit $rc); see logs/compare.log"; compare_failed=1 ;;
   esac
 fi

@@ -9,7 +9,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gbjson  # noqa: E402
-from compare_rules import TOLERANCE_HELP, Row, compare_benchmark  # noqa: E402
+from compare_rules import (DEFAULT_GATE, DEFAULT_THRESHOLD, TOLERANCE_HELP,  # noqa: E402
+                           Row, compare_benchmark, parse_tolerances)
 
 HEADER = ["benchmark", "metric", "baseline", "current", "change", "verdict"]
 
@@ -145,25 +146,22 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("baseline", help="Google Benchmark JSON file or results folder")
     p.add_argument("current", help="Google Benchmark JSON file or results folder")
-    p.add_argument("--threshold", type=float, default=0.1,
-                   help="relative change counted as a regression (default 0.1 = 10%%)")
+    p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                   help="relative change counted as a regression (default %(default)g)")
     p.add_argument("--markdown", metavar="OUT.md", help="also write the report as Markdown")
-    p.add_argument("--gate", choices=["exact", "all"], default="all",
-                   help="exact: fail only on exact metrics (noisy machines); all: also on timings")
+    p.add_argument("--gate", choices=["exact", "all"], default=DEFAULT_GATE,
+                   help="exact: fail only on exact metrics (default %(default)s: timings of two "
+                        "separate runs move with the machine; gate them with tools/ab.sh); "
+                        "all: also on timings")
     p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=REL",
                    help=TOLERANCE_HELP)
     args = p.parse_args(argv)
     if not args.threshold >= 0:
         p.error("--threshold must be a number >= 0")
-    tolerances = {}
-    for item in args.tolerance:
-        metric, _, rel = item.partition("=")
-        try:
-            tolerances[metric] = float(rel)
-        except ValueError:
-            tolerances[metric] = math.nan
-        if not metric or not tolerances[metric] >= 0:
-            p.error(f"--tolerance {item!r}: expected METRIC=REL with REL >= 0")
+    try:
+        tolerances = parse_tolerances(args.tolerance)
+    except ValueError as e:
+        p.error(str(e))
     try:
         sections = collect(args.baseline, args.current, args.threshold, args.gate, tolerances)
     except gbjson.InputError as e:

@@ -1,12 +1,18 @@
 """Decides, metric by metric, whether a benchmark regressed between baseline and current."""
 
 import math
+import re
 import statistics
 from dataclasses import dataclass
 
-# Counters that follow from the configuration alone: any change is a bug. bytes_per_param
-# is measured (resident-set growth, cudaMemGetInfo) and therefore page-granular; it is
-# exact by default, and run_all.sh relaxes it with --tolerance (see TOLERANCE_HELP).
+# The defaults that run_all.sh, compare.py and ab.py share, so that every way of comparing
+# judges the same counter the same way. The gate is "exact": on a shared machine a timing
+# compared across two separate runs moves with the machine, not the code; timings are gated
+# by A/B runs (tools/ab.sh, plots/ab.py), whose paired ratios cancel that drift.
+DEFAULT_GATE = "exact"
+DEFAULT_THRESHOLD = 0.1
+
+# Counters that follow from the configuration alone: any change is a bug.
 EXACT = {"wrong", "volume_psi", "bytes_per_param", "bytes_per_param_formula",
          "bytes_per_param_tracked", "bytes_per_param_moved", "params", "ranks", "padding",
          "state_params", "transient_peak_bytes", "wire_bytes_ideal", "nodes", "ranks_per_node",
@@ -15,9 +21,28 @@ EXACT = {"wrong", "volume_psi", "bytes_per_param", "bytes_per_param_formula",
          "volume_psi_formula", "grad_bytes_per_param_formula", "collectives", "microbatches", "chunks"}
 EXACT_REL_TOL = 1e-9
 
+# Measured counters compared as exact within a relative tolerance. bytes_per_param is
+# resident-set growth (cudaMemGetInfo on GPUs), counted in pages: identical runs differ by a
+# page or two, 0.08% at most on the quick model. volume_psi_measured is the bytes the ranks
+# wrote to their sockets, which include a few bytes of the transport's own.
+DEFAULT_TOLERANCES = {"bytes_per_param": 0.005, "volume_psi_measured": 0.01}
+
 TOLERANCE_HELP = ("METRIC=REL: compare METRIC as an exact (always gated) metric that may differ "
                   "by a relative REL; also makes a measured counter such as volume_psi_measured "
-                  "exact within REL. Repeatable.")
+                  "exact within REL; REL 0 makes it bit-exact. Defaults: "
+                  + ", ".join(f"{m}={r:g}" for m, r in sorted(DEFAULT_TOLERANCES.items()))
+                  + ". Repeatable.")
+
+# How a timed counter's name says which way is better. Checked in this order: bandwidths and
+# rates first, because params_per_s also ends in "_s".
+HIGHER_NAMES = {"GBps", "frac_of_limit", "overlap_eff"}
+HIGHER_SUFFIXES = ("_GBps", "_per_s", "_frac_of_limit", "_overlap_eff")
+LOWER_NAMES = {"real_time", "overhead_ratio"}
+# Percentiles of a time (p50, p99, p50_s, lat_p99_us, ...) are timings whatever their unit.
+PERCENTILE = re.compile(r"(^|_)p\d{1,2}(\.\d+)?(_|$)")
+# A prediction's error against what was measured (zb_predict: comm_error, exposed_error,
+# exposed_error_s) may have either sign; it is tracked by its size, smaller better.
+ERROR_SUFFIXES = ("_error", "_error_s")
 
 # The significance test needs this many repetitions on both sides to mean anything.
 MIN_REPS_FOR_TEST = 5
@@ -27,15 +52,41 @@ ALPHA = 0.05
 FAILING = {"REGRESSION", "MISMATCH", "MISSING", "ERROR"}
 
 
+def merged_tolerances(overrides=None):
+    """The default tolerances with the given {metric: relative tolerance} on top."""
+    merged = dict(DEFAULT_TOLERANCES)
+    merged.update(overrides or {})
+    return merged
+
+
+def parse_tolerances(items):
+    """{metric: REL} from METRIC=REL strings, over the defaults; ValueError names a bad one."""
+    overrides = {}
+    for item in items:
+        metric, _, rel = item.partition("=")
+        try:
+            value = float(rel)
+        except ValueError:
+            value = math.nan
+        if not metric or not value >= 0:
+            raise ValueError(f"--tolerance {item!r}: expected METRIC=REL with REL >= 0")
+        overrides[metric] = value
+    return merged_tolerances(overrides)
+
+
 def kind(metric, tolerances=None):
-    """"exact", "lower" (time: lower is better), "higher", or None (not compared)."""
-    if metric in EXACT or metric in (tolerances or {}):
+    """"exact", "lower" (time: lower is better), "higher", "error" (its size: lower is
+    better), or None (not compared).
+
+    tolerances: the metrics compared as exact within a tolerance (default DEFAULT_TOLERANCES).
+    """
+    if metric in EXACT or metric in (DEFAULT_TOLERANCES if tolerances is None else tolerances):
         return "exact"
-    if (metric == "GBps" or metric.endswith("_GBps") or metric.endswith("params_per_s")
-            or metric.endswith("frac_of_limit") or metric.endswith("overlap_eff")):
-        # Checked before "_s" because params_per_s also ends in "_s".
+    if metric.endswith(ERROR_SUFFIXES):
+        return "error"
+    if metric in HIGHER_NAMES or metric.endswith(HIGHER_SUFFIXES):
         return "higher"
-    if metric == "real_time" or metric.endswith("_s"):
+    if metric in LOWER_NAMES or metric.endswith("_s") or PERCENTILE.search(metric):
         return "lower"
     return None
 
@@ -129,9 +180,10 @@ def compare_timed(bench, metric, base_vals, cur_vals, threshold, gated):
 def compare_benchmark(bench, base_runs, cur_runs, threshold, gate, tolerances=None):
     """All report rows for one benchmark present on both sides.
 
-    tolerances: {metric: relative tolerance} for metrics compared as exact within it.
+    tolerances: {metric: relative tolerance} for metrics compared as exact within it
+    (default DEFAULT_TOLERANCES).
     """
-    tolerances = tolerances or {}
+    tolerances = DEFAULT_TOLERANCES if tolerances is None else tolerances
     metrics = ["real_time"]
     for r in base_runs + cur_runs:
         metrics += [m for m in r.counters if m not in metrics]
@@ -154,6 +206,8 @@ def compare_benchmark(bench, base_runs, cur_runs, threshold, gate, tolerances=No
             continue
         base_vals = [r.value(metric) for r in base_runs]
         cur_vals = [r.value(metric) for r in cur_runs]
+        if k == "error":
+            base_vals, cur_vals = [abs(v) for v in base_vals], [abs(v) for v in cur_vals]
         if k == "exact":
             rows.append(compare_exact(bench, metric, base_vals, cur_vals,
                                       tolerances.get(metric, 0.0)))

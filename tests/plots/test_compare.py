@@ -48,39 +48,45 @@ def test_identical_runs_pass(tmp_path):
 
 def test_thirty_percent_slower_median_fails(tmp_path):
     slow = [t * 1.3 for t in STEADY]
-    r = compare(tmp_path, doc(step_rows(STEADY)), doc(step_rows(slow)))
+    r = compare(tmp_path, doc(step_rows(STEADY)), doc(step_rows(slow)), "--gate", "all")
     assert r.returncode == 1
     assert "REGRESSION" in verdict(r.stdout, "real_time_s")
     assert "+30.0%" in verdict(r.stdout, "real_time_s")
 
 
 def test_slower_single_repetition_fails_without_test(tmp_path):
-    r = compare(tmp_path, doc(step_rows([10.0])), doc(step_rows([13.0])))
+    r = compare(tmp_path, doc(step_rows([10.0])), doc(step_rows([13.0])), "--gate", "all")
     assert r.returncode == 1
     assert "REGRESSION" in verdict(r.stdout, "real_time_s")
 
 
 def test_slower_within_threshold_passes(tmp_path):
-    r = compare(tmp_path, doc(step_rows([10.0])), doc(step_rows([10.5])))
+    r = compare(tmp_path, doc(step_rows([10.0])), doc(step_rows([10.5])), "--gate", "all")
     assert r.returncode == 0
-    r = compare(tmp_path, doc(step_rows([10.0])), doc(step_rows([10.5])), "--threshold", "0.01")
+    r = compare(tmp_path, doc(step_rows([10.0])), doc(step_rows([10.5])), "--gate", "all",
+                "--threshold", "0.01")
     assert r.returncode == 1
 
 
 def test_slower_median_without_significance_passes(tmp_path):
     # Median 30% up, but the samples overlap too much for Mann-Whitney at 5%.
-    r = compare(tmp_path, doc(step_rows([1, 2, 10, 11, 12])), doc(step_rows([1, 2, 13, 14, 15])))
+    r = compare(tmp_path, doc(step_rows([1, 2, 10, 11, 12])), doc(step_rows([1, 2, 13, 14, 15])),
+                "--gate", "all")
     assert r.returncode == 0, r.stdout
     assert "not significant" in verdict(r.stdout, "real_time_s")
 
 
 def test_timed_counter_and_higher_is_better(tmp_path):
     base = doc(step_rows(STEADY, step_s=0.01, overlap_eff=0.8))
-    r = compare(tmp_path, base, doc(step_rows(STEADY, step_s=0.02, overlap_eff=0.8)))
+
+    def against(**counters):
+        return compare(tmp_path, base, doc(step_rows(STEADY, **counters)), "--gate", "all")
+
+    r = against(step_s=0.02, overlap_eff=0.8)
     assert r.returncode == 1 and "REGRESSION" in verdict(r.stdout, "step_s")
-    r = compare(tmp_path, base, doc(step_rows(STEADY, step_s=0.01, overlap_eff=0.4)))
+    r = against(step_s=0.01, overlap_eff=0.4)
     assert r.returncode == 1 and "REGRESSION" in verdict(r.stdout, "overlap_eff")
-    r = compare(tmp_path, base, doc(step_rows(STEADY, step_s=0.005, overlap_eff=0.9)))
+    r = against(step_s=0.005, overlap_eff=0.9)
     assert r.returncode == 0
     assert "improved" in verdict(r.stdout, "step_s")
 
@@ -89,9 +95,20 @@ def test_params_per_s_is_higher_is_better(tmp_path):
     base = doc([row("adam/params:1024", 1.0, params_per_s=1e9, GBps=10.0)])
     slower = doc([row("adam/params:1024", 1.0, params_per_s=5e8, GBps=10.0)])
     faster = doc([row("adam/params:1024", 1.0, params_per_s=2e9, GBps=20.0)])
-    assert compare(tmp_path, base, slower).returncode == 1
-    r = compare(tmp_path, base, faster)
+    assert compare(tmp_path, base, slower, "--gate", "all").returncode == 1
+    r = compare(tmp_path, base, faster, "--gate", "all")
     assert r.returncode == 0 and "improved" in verdict(r.stdout, "GBps")
+
+
+def test_prediction_error_is_tracked_by_its_size(tmp_path):
+    # zb_predict's errors have either sign: a prediction that went from 5% low to 5% high is
+    # as good as before; one that went from 5% to 30% off regressed.
+    def bench(comm_error):
+        return doc([row("zero/stage:z1/params:1", 1.0, rep=i, reps=5, comm_error=comm_error) for i in range(5)])
+    r = compare(tmp_path, bench(-0.05), bench(0.05), "--gate", "all")
+    assert r.returncode == 0 and "ok" in verdict(r.stdout, "comm_error"), r.stdout
+    r = compare(tmp_path, bench(0.05), bench(-0.30), "--gate", "all")
+    assert r.returncode == 1 and "REGRESSION" in verdict(r.stdout, "comm_error"), r.stdout
 
 
 def test_changed_exact_metric_fails(tmp_path):
@@ -104,11 +121,40 @@ def test_changed_exact_metric_fails(tmp_path):
 
 def test_exact_metric_tolerates_float_rounding_only(tmp_path):
     r = compare(tmp_path, doc(step_rows(STEADY)),
-                doc(step_rows(STEADY, bytes_per_param=4.125 * (1 + 1e-13))))
+                doc(step_rows(STEADY, volume_psi=3.0 * (1 + 1e-13))))
     assert r.returncode == 0
     r = compare(tmp_path, doc(step_rows(STEADY)),
-                doc(step_rows(STEADY, bytes_per_param=4.125 * (1 + 1e-6))))
-    assert r.returncode == 1
+                doc(step_rows(STEADY, volume_psi=3.0 * (1 + 1e-6))))
+    assert r.returncode == 1 and "MISMATCH" in verdict(r.stdout, "volume_psi")
+
+
+def test_measured_counters_within_default_tolerance_pass(tmp_path):
+    # Identical runs: bytes_per_param two 4 KiB pages apart over 2e6 parameters, socket bytes
+    # a little over the ring's. The same defaults as run_all.sh, with no flag given.
+    page = 2 * 4096 / 2e6
+    base = doc(step_rows(STEADY, bytes_per_param=16.007, volume_psi_measured=2.0002))
+    same = doc(step_rows(STEADY, bytes_per_param=16.007 + page, volume_psi_measured=2.0004))
+    r = compare(tmp_path, base, same)
+    assert r.returncode == 0, r.stdout
+    assert "tolerance 0.5%" in verdict(r.stdout, "bytes_per_param")
+    assert "tolerance 1%" in verdict(r.stdout, "volume_psi_measured")
+    # A flag still tightens a default, and a real change still fails.
+    r = compare(tmp_path, base, same, "--tolerance", "bytes_per_param=0")
+    assert r.returncode == 1 and "MISMATCH" in verdict(r.stdout, "bytes_per_param")
+    r = compare(tmp_path, base, doc(step_rows(STEADY, bytes_per_param=16.2,
+                                              volume_psi_measured=2.0002)))
+    assert r.returncode == 1 and "MISMATCH" in verdict(r.stdout, "bytes_per_param")
+    r = compare(tmp_path, base, doc(step_rows(STEADY, bytes_per_param=16.007,
+                                              volume_psi_measured=2.1)))
+    assert r.returncode == 1 and "MISMATCH" in verdict(r.stdout, "volume_psi_measured")
+
+
+def test_default_gate_reports_timings_without_failing(tmp_path):
+    slow = doc(step_rows([t * 1.3 for t in STEADY]))
+    r = compare(tmp_path, doc(step_rows(STEADY)), slow)
+    assert r.returncode == 0, r.stdout
+    assert "not gated" in verdict(r.stdout, "real_time_s")
+    assert "gate=exact" in r.stdout
 
 
 def test_gate_exact_reports_but_does_not_fail_timings(tmp_path):

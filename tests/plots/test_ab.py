@@ -1,0 +1,201 @@
+"""plots/ab.py on crafted A/B folders: drift cancels, a planted slowdown is found where it
+was planted and nowhere else, noise is reported, exact metrics and missing runs fail."""
+
+import csv
+import os
+
+import pytest
+
+from results_fixture import doc, row, run_tool, write
+
+OPS = ("all_reduce", "reduce_scatter", "all_gather")
+SIZES = (4096, 1 << 20)
+# The machine per pair: both sides of a pair see the same speed, pairs differ by up to 2x.
+DRIFT = (1.0, 1.4, 0.8, 1.1, 1.6, 0.9, 1.2)
+# Small differences between the two runs of one pair, as real runs have.
+JITTER = (1.0, 1.01, 0.99, 1.02, 0.985, 1.0, 1.015)
+
+
+def collectives(pair, slow=None, reps=1, outlier=False):
+    """zb_collectives rows for one run; slow = {op: factor}; outlier adds a 5x repetition."""
+    rows = []
+    for op in OPS:
+        for size in SIZES:
+            us = (10.0 + size / 1e4) * DRIFT[pair] * (slow or {}).get(op, 1.0)
+            times = [us] * reps
+            if outlier:
+                times[-1] = 5 * us
+            for rep, t in enumerate(times):
+                rows.append(row(f"{op}/bytes:{size}/dtype:bf16/iterations:5/manual_time", t, "us",
+                                rep=rep, reps=reps, ranks=2, bytes=size, wrong=0,
+                                algbw_GBps=size / t / 1e3, busbw_GBps=size / t / 1e3,
+                                wire_bytes_ideal=size / 2))
+    return doc(rows)
+
+
+def zero(pair, step_factor=1.0, **changed):
+    rows = []
+    for stage, bpp in (("dp", 16.0), ("z3", 4.0)):
+        step = 0.02 * DRIFT[pair] * step_factor
+        counters = dict(ranks=2, params=2e6, volume_psi=2.0, bytes_per_param=bpp + 0.006,
+                        step_s=step, comm_s=step / 2, overlap_eff=0.5, exposed_comm_s=step / 4)
+        counters.update(changed)
+        rows.append(row(f"zero/stage:{stage}/params:2000000/iterations:3/manual_time",
+                        step * 1e3, "ms", **counters))
+    return doc(rows)
+
+
+def ab_folder(path, pairs=7, b_collectives=None, b_zero=None, skip=()):
+    """A/pNN/<family>/<file> and B/...; b_* (pair -> document) replace B's runs; skip holds
+    (side, pair, file) runs left out."""
+    for i in range(pairs):
+        pair = f"p{i + 1:02d}"
+        for side in ("A", "B"):
+            files = {"collectives.json": collectives(i), "zero.json": zero(i)}
+            if side == "B":
+                files["collectives.json"] = (b_collectives or collectives)(i)
+                files["zero.json"] = (b_zero or zero)(i)
+                # B's runs differ a little from A's in every pair, as real runs do.
+                for r in files["zero.json"]["benchmarks"]:
+                    r["real_time"] *= JITTER[i]
+                    r["step_s"] *= JITTER[i]
+            for name, d in files.items():
+                if (side, pair, name) in skip:
+                    continue
+                family = os.path.splitext(name)[0]
+                os.makedirs(path / side / pair / family, exist_ok=True)
+                write(path / side / pair / family / name, d)
+            write(path / side / pair / "manifest.json", {"not": "google benchmark"})
+    return path
+
+
+def ab(folder, *flags):
+    """plots/ab.py as tools/ab.sh runs it; figures only where a test looks at them."""
+    return run_tool("ab.py", folder, "--no-figures", *flags)
+
+
+def rows_of(ab_md, verdict):
+    """(benchmark, metric) of the per-file tables' rows with that verdict."""
+    text = ab_md.read_text(encoding="utf-8")
+    every = text[text.index("### Every metric"):]
+    out = []
+    for line in every.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 7 and cells[6].split(" (")[0] == verdict:
+            out.append((cells[0], cells[1]))
+    return out
+
+
+def test_drift_between_pairs_cancels(tmp_path):
+    d = ab_folder(tmp_path / "ab")
+    r = ab(d)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1].startswith("PASS")
+    assert not rows_of(d / "ab.md", "REGRESSION") and not rows_of(d / "ab.md", "too noisy")
+    ok = rows_of(d / "ab.md", "ok")
+    assert ("zero/stage:z3/params:2000000/iterations:3/manual_time", "step_s") in ok
+    assert len([m for _, m in ok if m == "busbw_GBps"]) == len(OPS) * len(SIZES)
+
+
+def test_planted_slowdown_is_flagged_on_its_collective_only(tmp_path):
+    d = ab_folder(tmp_path / "ab", b_collectives=lambda i: collectives(i, {"all_reduce": 1.2}))
+    r = ab(d)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1].startswith("FAIL")
+    flagged = rows_of(d / "ab.md", "REGRESSION")
+    assert {b.split("/")[0] for b, _ in flagged} == {"all_reduce"}
+    assert sorted(m for _, m in flagged) == sorted(["real_time_s", "algbw_GBps",
+                                                   "busbw_GBps"] * len(SIZES))
+    text = (d / "ab.md").read_text(encoding="utf-8")
+    assert "| 1.2 | 1.2 .. 1.2 |" in text  # median B/A and interval of a time
+    # Every other timed row is decided ok; nothing undecided.
+    assert not rows_of(d / "ab.md", "too noisy")
+
+
+def test_repetitions_within_a_run_enter_as_their_median(tmp_path):
+    d = ab_folder(tmp_path / "ab", b_collectives=lambda i: collectives(i, reps=3, outlier=True))
+    r = ab(d)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_noisy_metric_is_reported_undecided(tmp_path):
+    noise = (0.7, 1.3, 1.0, 1.1, 0.9, 1.2, 0.8)
+    d = ab_folder(tmp_path / "ab", b_zero=lambda i: zero(i, comm_s=0.01 * DRIFT[i] * noise[i]))
+    r = ab(d)
+    assert r.returncode == 0, r.stdout + r.stderr
+    last = r.stdout.splitlines()[-1]
+    assert last.startswith("PASS") and "2 too noisy" in last and "2 metrics undecided" in last
+    assert [m for _, m in rows_of(d / "ab.md", "too noisy")] == ["comm_s", "comm_s"]
+    assert "comm_s" not in r.stdout  # the console lists what fails; ab.md all of it
+    text = (d / "ab.md").read_text(encoding="utf-8")
+    undecided = text[text.index("### Undecided"):text.index("### Every metric")]
+    assert undecided.count("| zero.json |") == 2
+    assert "42.9%" in undecided  # detectable: the median 1.0 down to 0.7
+    assert ab(d, "--undecided=fail").returncode == 1
+
+
+def test_exact_metrics_must_match_and_pages_are_tolerated(tmp_path):
+    d = ab_folder(tmp_path / "ab", b_zero=lambda i: zero(i, bytes_per_param=16.006 + 0.004))
+    r = ab(d)
+    # dp within a page of A's 16.006; z3's 4.006 -> 16.01 is a real change.
+    assert r.returncode == 1, r.stdout
+    assert rows_of(d / "ab.md", "MISMATCH") == [
+        ("zero/stage:z3/params:2000000/iterations:3/manual_time", "bytes_per_param")]
+    d = ab_folder(tmp_path / "ab2", b_zero=lambda i: zero(i, volume_psi=3.0))
+    assert ab(d).returncode == 1
+    assert len(rows_of(d / "ab.md", "MISMATCH")) == 2
+
+
+def test_benchmark_lost_by_b_fails(tmp_path):
+    d = ab_folder(tmp_path / "ab", skip={("B", "p03", "zero.json")})
+    r = ab(d)
+    assert r.returncode == 1, r.stdout
+    assert "not in B's runs of pairs p03" in (d / "ab.md").read_text(encoding="utf-8")
+    # A run lost by A only drops that pair: six pairs still decide.
+    d = ab_folder(tmp_path / "ab2", skip={("A", "p03", "zero.json")})
+    r = ab(d)
+    assert r.returncode == 0, r.stdout
+    assert "| 6 |" in (d / "ab.md").read_text(encoding="utf-8")
+
+
+def test_figure_csv_holds_the_numbers_of_the_table(tmp_path):
+    d = ab_folder(tmp_path / "ab", b_collectives=lambda i: collectives(i, {"all_reduce": 1.2}))
+    assert run_tool("ab.py", d).returncode == 1
+    for stem in ("ab_collectives", "ab_zero"):
+        for ext in ("png", "pdf", "csv"):
+            assert (d / "figures" / f"{stem}.{ext}").stat().st_size > 0
+    with open(d / "figures" / "ab_collectives.csv", newline="", encoding="utf-8") as f:
+        drawn = list(csv.DictReader(f))
+    assert len(drawn) == len(OPS) * len(SIZES) * 3
+    for r in drawn:
+        # Oriented so that > 1 is worse: a 20% longer time and the matching lower bandwidth.
+        expected = 1.2 if r["benchmark"].startswith("all_reduce") else 1.0
+        assert float(r["worse_median"]) == pytest.approx(expected), r
+        assert r["verdict"] == ("REGRESSION" if expected > 1 else "ok")
+
+
+@pytest.mark.parametrize("damage", ["no_b", "pair_names", "four_pairs", "bad_json", "empty"])
+def test_bad_input_exits_2_with_one_line_and_no_report(tmp_path, damage):
+    d = ab_folder(tmp_path / "ab", pairs=4 if damage == "four_pairs" else 7)
+    if damage == "no_b":
+        os.rename(d / "B", d / "C")
+    elif damage == "pair_names":
+        os.rename(d / "B" / "p07", d / "B" / "p08")
+    elif damage == "bad_json":
+        (d / "B" / "p02" / "zero" / "zero.json").write_text("{truncated")
+    elif damage == "empty":
+        for side in ("A", "B"):
+            for i in range(7):
+                for fam in ("collectives", "zero"):
+                    os.remove(d / side / f"p{i + 1:02d}" / fam / f"{fam}.json")
+    r = ab(d)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (d / "ab.md").exists()
+
+
+@pytest.mark.parametrize("flag", ["--threshold=0", "--threshold=x", "--confidence=1",
+                                  "--tolerance=bytes_per_param", "--undecided=maybe"])
+def test_bad_flag_exits_2_with_one_line(tmp_path, flag):
+    r = ab(ab_folder(tmp_path / "ab"), flag)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
