@@ -74,13 +74,14 @@ done
 read -ra families <<<"${only//,/ }"
 ((${#families[@]})) || die2 "--only needs family names"
 for f in "${families[@]}"; do
-  [[ $f =~ ^(collectives|zero|sweep|optimizer|plan)$ ]] \
-    || die2 "--only: unknown family '$f' (known: collectives zero sweep optimizer plan)"
+  [[ $f =~ ^(collectives|zero|predict|sweep|optimizer|plan|pipeline)$ ]] \
+    || die2 "--only: unknown family '$f' (known: collectives zero predict sweep optimizer plan pipeline)"
 done
 for a in "${a_args[@]}" "${b_args[@]}"; do
   a=${a#--extra-args=}
-  [[ $a == *=* && ${a%%=*} =~ ^(collectives|zero_wire|zero|zero_sweep|optimizer|plan)$ ]] \
-    || die2 "--a-args/--b-args take LABEL=ARGS with LABEL one of collectives zero_wire zero zero_sweep optimizer plan, not '$a'"
+  labels="collectives zero_wire zero predict_sweep predict zero_sweep optimizer plan pipeline_wire pipeline pipeline_trace"
+  [[ $a == *=* && " $labels " == *" ${a%%=*} "* ]] \
+    || die2 "--a-args/--b-args take LABEL=ARGS with LABEL one of $labels, not '$a'"
 done
 git rev-parse --git-dir >/dev/null 2>&1 || die2 "$root is not a git checkout"
 base_sha=$(git rev-parse --verify -q "${revs[0]}^{commit}") || die2 "BASE '${revs[0]}' is not a revision here"
