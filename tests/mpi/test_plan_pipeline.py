@@ -61,7 +61,10 @@ def test_json_holds_the_pipeline_rows_as_printed(tmp_path):
     path = tmp_path / "plan.json"
     t = pipeline_tables("--params=7e9", "--dp=2,8", "--microbatches=4", "--chunks=2", f"--json={path}")
     doc = json.loads(path.read_text())
-    assert len(doc["rows"]) == 8  # the stage tables are unchanged
+    # The stage tables are unchanged: every default stage once per data-parallel size.
+    stages = {r["stage"] for r in doc["rows"]}
+    assert {"dp", "z1", "z2", "z3"} <= stages
+    assert sorted((r["stage"], r["dp"]) for r in doc["rows"]) == sorted((s, d) for s in stages for d in (2, 8))
     rows = {(r["stage"], r["dp"]): r for r in doc["pipeline"]}
     assert len(rows) == 6
     for (strategy, dp), r in rows.items():
