@@ -17,6 +17,8 @@ struct Options {
   std::string dp_text, json_path;
   int64_t world = 0, tp = 1, pp = 1, ep = 1, dp_per_node = 0;
   int64_t microbatches = 0, chunks = 1;  // pipeline rows when microbatches > 0
+  zb::Offload offload = zb::Offload::none;
+  int64_t slots = 0;  // 0: not given (2 with --offload)
   double expert_fraction = 0;
   zb::Optimizer optimizer = zb::Optimizer::adam;
   zb::DType grad_dtype = zb::DType::bf16;
@@ -87,8 +89,14 @@ int main(int argc, char** argv) {
   flags.add_list("stages", &o.stages, "stages to plan", zb::stage_choices());
   flags.add_int("microbatches", &o.microbatches,
                 "also plan dp, z1 and pipeline ZeRO-2 accumulating M micro-batches per step", 0, 1 << 20);
-  flags.add_int("chunks", &o.chunks, "with --microbatches: model chunks per GPU (z2's slots hold one)", 1,
-                1 << 20);
+  flags.add_int("chunks", &o.chunks,
+                "with --microbatches or --offload: model chunks per GPU (a slot holds one)", 1, 1 << 20);
+  flags.add_choice("offload", &o.offload,
+                   "what lives in host memory: none, grads (the stage's gradient), optimizer (also the "
+                   "FP32 master and moments, CPU optimizer), weights (also the BF16 weights, streamed in); "
+                   "adds host bytes/param, device bytes/param and PCIe bytes per step to every row",
+                   zb::offload_choices());
+  flags.add_int("slots", &o.slots, "with --offload: chunk-sized device slots (default 2)", 1, 1024);
   flags.add_string("json", &o.json_path, "also write the rows as JSON to this path");
   flags.allow_benchmark_flags(false);
 
@@ -105,8 +113,11 @@ int main(int argc, char** argv) {
   std::vector<zb::Stage> piped;
   for (zb::Stage st : o.stages)
     if (zb::is_pipeline_stage(st)) piped.push_back(st);
-  if (s && o.chunks != 1 && o.microbatches == 0) s = zb::Status::error("--chunks needs --microbatches=M");
-  if (s && o.microbatches > 0 && piped.empty())
+  const bool offload = o.offload != zb::Offload::none;
+  if (s && o.chunks != 1 && o.microbatches == 0 && !offload)
+    s = zb::Status::error("--chunks needs --microbatches=M or --offload");
+  if (s && o.slots != 0 && !offload) s = zb::Status::error("--slots needs --offload=grads|optimizer|weights");
+  if (s && o.microbatches > 0 && piped.empty() && !offload)
     s = zb::Status::error("--microbatches plans dp, z1 and z2; --stages names none of them");
 
   zb::Layout layout;
@@ -116,6 +127,10 @@ int main(int argc, char** argv) {
   layout.dp_per_node = o.dp_per_node;
   layout.optimizer = o.optimizer;
   layout.grad_dtype = o.grad_dtype;
+  layout.offload = o.offload;
+  layout.slots = o.slots > 0 ? o.slots : 2;
+  layout.chunks = o.chunks;
+  layout.microbatches = o.microbatches > 0 ? o.microbatches : 1;
 
   // Every layout is checked before anything is printed, so a bad entry in a
   // --dp list gives one error line and no partial table.
