@@ -18,7 +18,7 @@ struct Options {
   int64_t world = 0, tp = 1, pp = 1, ep = 1, dp_per_node = 0;
   int64_t microbatches = 0, chunks = 1;  // pipeline rows when microbatches > 0
   zb::Offload offload = zb::Offload::none;
-  int64_t slots = 0;  // 0: not given (2 with --offload)
+  int64_t slots = 2;
   double expert_fraction = 0;
   zb::Optimizer optimizer = zb::Optimizer::adam;
   zb::DType grad_dtype = zb::DType::bf16;
@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
   zb::Flags flags("zb_plan",
                   "Memory and data-parallel traffic per GPU for each ZeRO stage of a model under\n"
                   "a TP/PP/EP/DP layout, from the formulas zb_zero verifies. Runs nothing.\n"
-                  "The ZeRO sharding factor is dp (experts: dp/ep), not the world size.");
+                  "The ZeRO sharding factor is dp (experts: dp/ep), not the world size.\n"
+                  "--offload adds the host memory and the PCIe copies per step of state kept on host.");
   flags.add_double("params", &o.params, "parameters in the whole model, e.g. 7e9", 1, 1e18);
   flags.add_string("dp", &o.dp_text, "data-parallel degree N, or a list 1,2,4,8 for a curve");
   flags.add_int("world", &o.world, "world size; must equal tp*pp*dp (gives dp when --dp is absent)",
@@ -96,7 +97,7 @@ int main(int argc, char** argv) {
                    "FP32 master and moments, CPU optimizer), weights (also the BF16 weights, streamed in); "
                    "adds host bytes/param, device bytes/param and PCIe bytes per step to every row",
                    zb::offload_choices());
-  flags.add_int("slots", &o.slots, "with --offload: chunk-sized device slots (default 2)", 1, 1024);
+  flags.add_int("slots", &o.slots, "with --offload: chunk-sized device slots", 1, 1024);
   flags.add_string("json", &o.json_path, "also write the rows as JSON to this path");
   flags.allow_benchmark_flags(false);
 
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
   const bool offload = o.offload != zb::Offload::none;
   if (s && o.chunks != 1 && o.microbatches == 0 && !offload)
     s = zb::Status::error("--chunks needs --microbatches=M or --offload");
-  if (s && o.slots != 0 && !offload) s = zb::Status::error("--slots needs --offload=grads|optimizer|weights");
+  if (s && o.slots != 2 && !offload) s = zb::Status::error("--slots needs --offload=grads|optimizer|weights");
   if (s && o.microbatches > 0 && piped.empty() && !offload)
     s = zb::Status::error("--microbatches plans dp, z1 and z2; --stages names none of them");
 
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
   layout.optimizer = o.optimizer;
   layout.grad_dtype = o.grad_dtype;
   layout.offload = o.offload;
-  layout.slots = o.slots > 0 ? o.slots : 2;
+  layout.slots = o.slots;
   layout.chunks = o.chunks;
   layout.microbatches = o.microbatches > 0 ? o.microbatches : 1;
 

@@ -133,7 +133,7 @@ def test_json_rows_carry_the_printed_columns(tmp_path):
         assert r["host_bytes"] == pytest.approx(r["host_bytes_per_param"] * r["params_per_gpu"])
 
 
-@pytest.mark.parametrize("args", [["--offload=gpu"], ["--offload=grads", "--slots=0"], ["--slots=2"],
+@pytest.mark.parametrize("args", [["--offload=gpu"], ["--offload=grads", "--slots=0"], ["--slots=3"],
                                   ["--chunks=4"], ["--offload=weights", "--chunks=0"]], ids=" ".join)
 def test_bad_offload_flags_exit_2_with_one_line(args):
     res = run("--params=7e9", "--dp=8", *args)
