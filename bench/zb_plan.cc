@@ -17,6 +17,8 @@ struct Options {
   std::string dp_text, json_path;
   int64_t world = 0, tp = 1, pp = 1, ep = 1, dp_per_node = 0;
   int64_t microbatches = 0, chunks = 1;  // pipeline rows when microbatches > 0
+  zb::Offload offload = zb::Offload::none;
+  int64_t slots = 2;
   double expert_fraction = 0;
   zb::Optimizer optimizer = zb::Optimizer::adam;
   zb::DType grad_dtype = zb::DType::bf16;
@@ -67,7 +69,8 @@ int main(int argc, char** argv) {
   zb::Flags flags("zb_plan",
                   "Memory and data-parallel traffic per GPU for each ZeRO stage of a model under\n"
                   "a TP/PP/EP/DP layout, from the formulas zb_zero verifies. Runs nothing.\n"
-                  "The ZeRO sharding factor is dp (experts: dp/ep), not the world size.");
+                  "The ZeRO sharding factor is dp (experts: dp/ep), not the world size.\n"
+                  "--offload adds the host memory and the PCIe copies per step of state kept on host.");
   flags.add_double("params", &o.params, "parameters in the whole model, e.g. 7e9", 1, 1e18);
   flags.add_string("dp", &o.dp_text, "data-parallel degree N, or a list 1,2,4,8 for a curve");
   flags.add_int("world", &o.world, "world size; must equal tp*pp*dp (gives dp when --dp is absent)",
@@ -87,8 +90,14 @@ int main(int argc, char** argv) {
   flags.add_list("stages", &o.stages, "stages to plan", zb::stage_choices());
   flags.add_int("microbatches", &o.microbatches,
                 "also plan dp, z1 and pipeline ZeRO-2 accumulating M micro-batches per step", 0, 1 << 20);
-  flags.add_int("chunks", &o.chunks, "with --microbatches: model chunks per GPU (z2's slots hold one)", 1,
-                1 << 20);
+  flags.add_int("chunks", &o.chunks,
+                "with --microbatches or --offload: model chunks per GPU (a slot holds one)", 1, 1 << 20);
+  flags.add_choice("offload", &o.offload,
+                   "what lives in host memory: none, grads (the stage's gradient), optimizer (also the "
+                   "FP32 master and moments, CPU optimizer), weights (also the BF16 weights, streamed in); "
+                   "adds host bytes/param, device bytes/param and PCIe bytes per step to every row",
+                   zb::offload_choices());
+  flags.add_int("slots", &o.slots, "with --offload: chunk-sized device slots", 1, 1024);
   flags.add_string("json", &o.json_path, "also write the rows as JSON to this path");
   flags.allow_benchmark_flags(false);
 
@@ -105,8 +114,11 @@ int main(int argc, char** argv) {
   std::vector<zb::Stage> piped;
   for (zb::Stage st : o.stages)
     if (zb::is_pipeline_stage(st)) piped.push_back(st);
-  if (s && o.chunks != 1 && o.microbatches == 0) s = zb::Status::error("--chunks needs --microbatches=M");
-  if (s && o.microbatches > 0 && piped.empty())
+  const bool offload = o.offload != zb::Offload::none;
+  if (s && o.chunks != 1 && o.microbatches == 0 && !offload)
+    s = zb::Status::error("--chunks needs --microbatches=M or --offload");
+  if (s && o.slots != 2 && !offload) s = zb::Status::error("--slots needs --offload=grads|optimizer|weights");
+  if (s && o.microbatches > 0 && piped.empty() && !offload)
     s = zb::Status::error("--microbatches plans dp, z1 and z2; --stages names none of them");
 
   zb::Layout layout;
@@ -116,6 +128,10 @@ int main(int argc, char** argv) {
   layout.dp_per_node = o.dp_per_node;
   layout.optimizer = o.optimizer;
   layout.grad_dtype = o.grad_dtype;
+  layout.offload = o.offload;
+  layout.slots = o.slots;
+  layout.chunks = o.chunks;
+  layout.microbatches = o.microbatches > 0 ? o.microbatches : 1;
 
   // Every layout is checked before anything is printed, so a bad entry in a
   // --dp list gives one error line and no partial table.

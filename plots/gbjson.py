@@ -37,6 +37,7 @@ class Run:
     real_time_s: float
     counters: dict = field(default_factory=dict)
     error: str = ""
+    label: str = ""  # Google Benchmark's label, e.g. what a copy really crossed
 
     def value(self, metric):
         """A counter, or the row's real time for "real_time"; NaN when absent."""
@@ -115,7 +116,8 @@ def _row(path, b):
                run_type=str(b.get("run_type", "iteration")),
                aggregate_name=str(b.get("aggregate_name", "")),
                repetition_index=rep if isinstance(rep, int) else 0,
-               real_time_s=real_s, counters=counters, error=error)
+               real_time_s=real_s, counters=counters, error=error,
+               label=b["label"] if isinstance(b.get("label"), str) else "")
 
 
 def parse_gb(path, doc):
@@ -180,6 +182,7 @@ class _Pick:
         self.name = first.run_name
         self.family = first.family
         self.params = first.params
+        self.label = first.label
         self._rows = rows
         self._reps = [r for r in repetitions if r.run_type != "aggregate"]
 

@@ -13,6 +13,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gbjson  # noqa: E402
+from summary_format import (by_stage, fmt, load, mega, ms, repetitions_line, size_text,  # noqa: E402
+                            table, timed, value)
+from summary_offload import offload_section  # noqa: E402
 
 STAGES = ["dp", "z1", "z2", "z3", "hsdp", "hpz"]
 # The article's table: resident bytes per parameter and what a step communicates; then the
@@ -26,78 +29,6 @@ ARTICLE = {
     "hpz": ("(w+g+o)/N+w/S", "z3, backward's all-gather from a node copy within the node"),
 }
 OPS = ["all_reduce", "reduce_scatter", "all_gather"]
-
-
-def fmt(v, digits=3):
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "n/a"
-    return f"{v:.{digits}f}"
-
-
-def mega(v):
-    """Bytes as the C++ wrote them, shown in MB (1e6 bytes)."""
-    return "n/a" if v is None or math.isnan(v) else f"{v / 1e6:.3f}"
-
-
-def ms(v):
-    """Seconds as the C++ wrote them, shown in milliseconds."""
-    return "n/a" if v is None or math.isnan(v) else f"{v * 1e3:.2f}"
-
-
-def spread_text(pick, metric, show):
-    """ " [lo, hi]" over the repetitions behind a median, formatted by `show`; "" for one run."""
-    if pick is None or pick.repetitions <= 1:
-        return ""
-    lo, hi = pick.spread(metric)
-    if math.isnan(lo) or math.isnan(hi):
-        return ""
-    return f" [{show(lo)}, {show(hi)}]"
-
-
-def timed(pick, metric, show):
-    """A timing cell: the median as the C++ wrote it, then its spread over repetitions."""
-    return show(value(pick, metric)) + spread_text(pick, metric, show)
-
-
-def repetitions_line(picks):
-    """Says how many repetitions the timings rest on, when more than one."""
-    reps = sorted({p.repetitions for p in picks if p is not None})
-    if not reps or reps[-1] <= 1:
-        return []
-    count = str(reps[0]) if len(reps) == 1 else f"{reps[0]} to {reps[-1]}"
-    return [f"- Timings: median of {count} repetitions, [lowest, highest] in brackets.", ""]
-
-
-def size_text(n):
-    for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if n >= scale:
-            return f"{n / scale:g} {unit}"
-    return f"{n:g} B"
-
-
-def table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def load(results, name):
-    """{run_name: pick} for one Google Benchmark file, or None when it is absent."""
-    path = os.path.join(results, name)
-    if not os.path.isfile(path):
-        return None
-    return gbjson.representative(gbjson.load_gb(path)[1])
-
-
-def by_stage(picks):
-    out = {}
-    for p in (picks or {}).values():
-        out.setdefault(p.params.get("stage"), p)
-    return out
-
-
-def value(pick, metric):
-    return pick.value(metric) if pick is not None else math.nan
 
 
 def zero_section(results):
@@ -353,7 +284,7 @@ def main(argv=None):
     try:
         lines = header(args.results)
         for section in (zero_section, predict_section, collectives_section, sweep_section,
-                        optimizer_section, plan_section, pipeline_section, figures):
+                        optimizer_section, plan_section, pipeline_section, offload_section, figures):
             lines += section(args.results)
     except gbjson.InputError as e:
         print(f"summary: error: {e}", file=sys.stderr)

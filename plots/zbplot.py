@@ -11,6 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gbjson  # noqa: E402
 import figstyle  # noqa: E402  (selects the Agg backend before any figure module)
 import fig_collectives  # noqa: E402
+import fig_offload  # noqa: E402
 import fig_optimizer  # noqa: E402
 import fig_pipeline  # noqa: E402
 import fig_plan  # noqa: E402
@@ -45,6 +46,8 @@ FIGURES = [
     ("optimizer.json", _gb, fig_optimizer.bandwidth),
     ("plan.json", _checked(fig_plan.check), fig_plan.memory),
     (("pipeline_wire.json", "pipeline.json"), _gb, fig_pipeline.microbatches),
+    ("offload_sweep.json", _gb, fig_offload.exposed),
+    ("offload.json", _gb, fig_offload.memory),
 ]
 
 

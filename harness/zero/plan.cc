@@ -72,6 +72,29 @@ int64_t expert_dp_per_node(const Layout& l) {
   return s % l.ep == 0 ? s / l.ep : 1;
 }
 
+// The offload columns of a row, dense and expert parameters each over their own sharding.
+static OffloadRow offload_row(const Layout& l, const PlanRow& r, int64_t expert_per_node) {
+  const int g = int(dtype_size(l.grad_dtype));
+  const OffloadPerParam d =
+      offload_per_param(r.stage, l.offload, l.optimizer, g, r.dense_shard, r.dp_per_node, l.microbatches);
+  const OffloadPerParam e =
+      offload_per_param(r.stage, l.offload, l.optimizer, g, r.expert_shard, expert_per_node, l.microbatches);
+  auto total = [&](double OffloadPerParam::*f) { return d.*f * r.dense_params + e.*f * r.expert_params; };
+  OffloadRow o;
+  o.host_bytes = total(&OffloadPerParam::host);
+  o.host_bytes_per_param = o.host_bytes / r.params_per_gpu;
+  o.slot_bytes = double(l.slots) * offload_slot_bytes_per_element(l.offload, g) * r.params_per_gpu /
+                 double(l.chunks);
+  o.device_bytes = r.bytes_per_gpu - total(&OffloadPerParam::freed) + o.slot_bytes;
+  o.device_bytes_per_param = o.device_bytes / r.params_per_gpu;
+  o.device_saved_bytes = r.bytes_per_gpu - o.device_bytes;
+  o.d2h_bytes_per_step = total(&OffloadPerParam::d2h);
+  o.h2d_bytes_per_step = total(&OffloadPerParam::h2d);
+  o.pcie_bytes_per_step = o.d2h_bytes_per_step + o.h2d_bytes_per_step;
+  o.pcie_bytes_per_param = o.pcie_bytes_per_step / r.params_per_gpu;
+  return o;
+}
+
 PlanRow plan_row(const Layout& l, Stage stage) {
   PlanRow r;
   r.stage = stage;
@@ -107,7 +130,21 @@ PlanRow plan_row(const Layout& l, Stage stage) {
   r.volume_psi = r.elements_per_step / r.params_per_gpu;
   r.volume_psi_inter = (td.inter_elements + te.inter_elements) / r.params_per_gpu;
   r.inter_node_bytes_per_step = td.inter_node_bytes / double(r.dp_per_node) + te.inter_node_bytes / double(se);
+  if (l.offload != Offload::none) r.offload = offload_row(l, r, se);
   return r;
+}
+
+static const char* offload_what(Offload mode) {
+  switch (mode) {
+    case Offload::grads: return "the gradient the stage keeps lives on host, optimizer on the GPU";
+    case Offload::optimizer:
+      return "gradients, FP32 master and moments on host, optimizer on the CPU (ZeRO-Offload)";
+    case Offload::weights:
+      return "gradients, optimizer state and BF16 weights on host, weights streamed in for every "
+             "forward and backward";
+    case Offload::none: break;
+  }
+  return "nothing";
 }
 
 std::string format_plan_header(const Layout& l) {
@@ -118,6 +155,12 @@ std::string format_plan_header(const Layout& l) {
                     " grads\n";
   out += "memory: resident model state per GPU (1 GB = 1e9 bytes); traffic: data-parallel "
          "collectives only (TP, PP and EP traffic not counted), ring ideal per GPU\n";
+  if (l.offload != Offload::none)
+    out += "offload=" + std::string(offload_name(l.offload)) + ": " + offload_what(l.offload) + "; " +
+           std::to_string(l.slots) + " device slot(s) of 1/" + std::to_string(l.chunks) +
+           " of the GPU's params; " + std::to_string(l.microbatches) +
+           " micro-batch(es) per step; host and dev B/param per param of the GPU, dev "
+           "including the slots; PCIe per step: device to host (D2H), host to device (H2D)\n";
   return out;
 }
 
@@ -131,21 +174,56 @@ std::string format_plan_table(const std::vector<PlanRow>& rows) {
                     fmt("%.6g", f.expert_params) + " sharded over " +
                     std::to_string(f.expert_shard) + "; " + std::to_string(f.dp_per_node) +
                     " dp ranks per node\n";
+  // The offload columns follow only when something is offloaded (the layout is the same for
+  // every row of a table).
+  const bool offload = f.offload.host_bytes > 0;
   char line[256];
-  std::snprintf(line, sizeof line, "%-5s %11s %10s %9s %9s %9s %9s %8s %13s %11s %10s %13s\n", "stage",
+  std::snprintf(line, sizeof line, "%-5s %11s %10s %9s %9s %9s %9s %8s %13s %11s %10s %13s", "stage",
                 "bytes/param", "GB/GPU", "weights", "grads", "master", "moments", "Psi/step",
                 "elements/step", "GB/step/GPU", "inter Psi", "inter GB/GPU");
   out += line;
+  if (offload) {
+    std::snprintf(line, sizeof line, " %12s %11s %12s %11s %11s", "host B/param", "dev B/param",
+                  "saved GB/GPU", "D2H GB/step", "H2D GB/step");
+    out += line;
+  }
+  out += "\n";
   for (const PlanRow& r : rows) {
     std::snprintf(line, sizeof line,
-                  "%-5s %11.4f %10.3f %9.3f %9.3f %9.3f %9.3f %8.3f %13.4e %11.3f %10.3f %13.3f\n",
+                  "%-5s %11.4f %10.3f %9.3f %9.3f %9.3f %9.3f %8.3f %13.4e %11.3f %10.3f %13.3f",
                   stage_name(r.stage), r.bytes_per_param, r.gb_per_gpu, r.bytes.weights / 1e9,
                   r.bytes.grads / 1e9, r.bytes.master / 1e9, r.bytes.moments / 1e9,
                   r.volume_psi, r.elements_per_step, r.bytes_per_step / 1e9, r.volume_psi_inter,
                   r.inter_node_bytes_per_step / 1e9);
     out += line;
+    if (offload) {
+      const OffloadRow& o = r.offload;
+      std::snprintf(line, sizeof line, " %12.4f %11.4f %12.3f %11.3f %11.3f", o.host_bytes_per_param,
+                    o.device_bytes_per_param, o.device_saved_bytes / 1e9, o.d2h_bytes_per_step / 1e9,
+                    o.h2d_bytes_per_step / 1e9);
+      out += line;
+    }
+    out += "\n";
   }
   return out;
+}
+
+static std::string offload_json_settings(const Layout& l) {
+  if (l.offload == Offload::none) return "";
+  return ", \"offload\": \"" + std::string(offload_name(l.offload)) + "\", \"slots\": " +
+         std::to_string(l.slots) + ", \"chunks\": " + std::to_string(l.chunks) +
+         ", \"microbatches\": " + std::to_string(l.microbatches);
+}
+
+static std::string offload_json_fields(const OffloadRow& o) {
+  return ", \"host_bytes\": " + num(o.host_bytes) + ", \"host_bytes_per_param\": " + num(o.host_bytes_per_param) +
+         ", \"slot_bytes\": " + num(o.slot_bytes) + ", \"device_bytes\": " + num(o.device_bytes) +
+         ", \"device_bytes_per_param\": " + num(o.device_bytes_per_param) +
+         ", \"device_saved_bytes\": " + num(o.device_saved_bytes) +
+         ", \"d2h_bytes_per_step\": " + num(o.d2h_bytes_per_step) +
+         ", \"h2d_bytes_per_step\": " + num(o.h2d_bytes_per_step) +
+         ", \"pcie_bytes_per_step\": " + num(o.pcie_bytes_per_step) +
+         ", \"pcie_bytes_per_param\": " + num(o.pcie_bytes_per_param);
 }
 
 std::string plan_json(const Layout& l, const std::vector<PlanRow>& rows) {
@@ -154,7 +232,7 @@ std::string plan_json(const Layout& l, const std::vector<PlanRow>& rows) {
                     ", \"ep\": " + std::to_string(l.ep) +
                     ", \"expert_fraction\": " + num(l.expert_fraction) + ", \"optimizer\": \"" +
                     optimizer_name(l.optimizer) + "\", \"grad_dtype\": \"" +
-                    dtype_name(l.grad_dtype) + "\"},\n  \"rows\": [";
+                    dtype_name(l.grad_dtype) + "\"" + offload_json_settings(l) + "},\n  \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const PlanRow& r = rows[i];
     out += std::string(i ? "," : "") + "\n    {\"stage\": \"" + stage_name(r.stage) +
@@ -178,7 +256,8 @@ std::string plan_json(const Layout& l, const std::vector<PlanRow>& rows) {
            ", \"bytes_per_step\": " + num(r.bytes_per_step) +
            ", \"dp_per_node\": " + std::to_string(r.dp_per_node) +
            ", \"volume_psi_inter\": " + num(r.volume_psi_inter) +
-           ", \"inter_node_bytes_per_step\": " + num(r.inter_node_bytes_per_step) + "}";
+           ", \"inter_node_bytes_per_step\": " + num(r.inter_node_bytes_per_step) +
+           (l.offload != Offload::none ? offload_json_fields(r.offload) : "") + "}";
   }
   out += "\n  ]\n}\n";
   return out;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "harness/core/status.h"
+#include "harness/zero/offload_formula.h"
 #include "harness/zero/state_formula.h"
 #include "kernels/dtype.h"
 
@@ -25,6 +26,10 @@ struct Layout {
   int64_t dp_per_node = 0;
   Optimizer optimizer = Optimizer::adam;
   DType grad_dtype = DType::bf16;
+  // What leaves the GPU for pinned host memory (offload_formula.h), through `slots` slots of
+  // one chunk (params per GPU / chunks) each, for a step of `microbatches` micro-batches.
+  Offload offload = Offload::none;
+  int64_t slots = 2, chunks = 1, microbatches = 1;
   int64_t world() const { return tp * pp * dp; }
 };
 
@@ -41,6 +46,17 @@ Status check_layout(const Layout& layout);
 // not divide dp_per_node: the ranks at one EP position are then taken as one per node).
 int64_t dp_per_node(const Layout& layout);
 int64_t expert_dp_per_node(const Layout& layout);
+
+// A row's offload columns; all zero when nothing is offloaded. Per parameter means per
+// parameter the GPU holds before sharding (params_per_gpu), as bytes_per_param does.
+struct OffloadRow {
+  double host_bytes = 0, host_bytes_per_param = 0;  // pinned host memory per GPU
+  double slot_bytes = 0;                            // the device slots, transient
+  double device_bytes = 0, device_bytes_per_param = 0;  // state left on the device + slots
+  double device_saved_bytes = 0;  // bytes_per_gpu - device_bytes; negative when slots outweigh
+  double d2h_bytes_per_step = 0, h2d_bytes_per_step = 0, pcie_bytes_per_step = 0;
+  double pcie_bytes_per_param = 0;  // pcie_bytes_per_step / params_per_gpu
+};
 
 // One stage of one layout, per GPU. Parameter counts are fractional when a
 // degree does not divide Ψ; padding is a property of a real layout (zb_zero),
@@ -63,6 +79,7 @@ struct PlanRow {
   int64_t dp_per_node = 1;
   double volume_psi_inter = 0;
   double inter_node_bytes_per_step = 0;
+  OffloadRow offload;
 };
 
 PlanRow plan_row(const Layout& layout, Stage stage);

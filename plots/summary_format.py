@@ -1,0 +1,79 @@
+"""Formatting and loading shared by summary.py's sections: every cell is a value the C++ wrote,
+shown in the unit its column names."""
+
+import math
+import os
+
+import gbjson
+
+
+def fmt(v, digits=3):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return f"{v:.{digits}f}"
+
+
+def mega(v):
+    """Bytes as the C++ wrote them, shown in MB (1e6 bytes)."""
+    return "n/a" if v is None or math.isnan(v) else f"{v / 1e6:.3f}"
+
+
+def ms(v):
+    """Seconds as the C++ wrote them, shown in milliseconds."""
+    return "n/a" if v is None or math.isnan(v) else f"{v * 1e3:.2f}"
+
+
+def spread_text(pick, metric, show):
+    """ " [lo, hi]" over the repetitions behind a median, formatted by `show`; "" for one run."""
+    if pick is None or pick.repetitions <= 1:
+        return ""
+    lo, hi = pick.spread(metric)
+    if math.isnan(lo) or math.isnan(hi):
+        return ""
+    return f" [{show(lo)}, {show(hi)}]"
+
+
+def timed(pick, metric, show):
+    """A timing cell: the median as the C++ wrote it, then its spread over repetitions."""
+    return show(value(pick, metric)) + spread_text(pick, metric, show)
+
+
+def repetitions_line(picks):
+    """Says how many repetitions the timings rest on, when more than one."""
+    reps = sorted({p.repetitions for p in picks if p is not None})
+    if not reps or reps[-1] <= 1:
+        return []
+    count = str(reps[0]) if len(reps) == 1 else f"{reps[0]} to {reps[-1]}"
+    return [f"- Timings: median of {count} repetitions, [lowest, highest] in brackets.", ""]
+
+
+def size_text(n):
+    for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n:g} B"
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def load(results, name):
+    """{run_name: pick} for one Google Benchmark file, or None when it is absent."""
+    path = os.path.join(results, name)
+    if not os.path.isfile(path):
+        return None
+    return gbjson.representative(gbjson.load_gb(path)[1])
+
+
+def by_stage(picks):
+    out = {}
+    for p in (picks or {}).values():
+        out.setdefault(p.params.get("stage"), p)
+    return out
+
+
+def value(pick, metric):
+    return pick.value(metric) if pick is not None else math.nan
