@@ -108,11 +108,12 @@ Status run_offload_grads(Run& run, Compute& compute, const OffloadBenchSetup& se
   const size_t gsize = dtype_size(c.grad_dtype);
 
   Timing t;
-  std::vector<double> exposed, tail, copy_s, d2h, h2d, adds;
+  std::vector<double> exposed, exposed_comm, tail, copy_s, d2h, h2d, adds;
   ZB_RETURN_IF_ERROR(run.per_iteration([&]() -> Status {
     ZB_RETURN_IF_ERROR(g->step());
     const OffloadTimes& w = g->last();
     exposed.push_back(w.exposed_s);
+    exposed_comm.push_back(w.exposed_comm_s);
     tail.push_back(w.tail_s);
     copy_s.push_back(w.copies.d2h_s + w.copies.host_s);
     d2h.push_back(w.copies.d2h_bytes / w.copies.d2h_s / 1e9);
@@ -126,6 +127,7 @@ Status run_offload_grads(Run& run, Compute& compute, const OffloadBenchSetup& se
   out->step_s = t.median_s;
   ZB_RETURN_IF_ERROR(timed_median(d, exposed, t.iterations, &out->exposed_s));
   ZB_RETURN_IF_ERROR(timed_median(d, tail, t.iterations, &out->tail_s));
+  ZB_RETURN_IF_ERROR(timed_median(d, exposed_comm, t.iterations, &out->exposed_comm_s));
   ZB_RETURN_IF_ERROR(timed_median(d, copy_s, t.iterations, &out->copy_s));
   // Bandwidths: the slowest rank's (the max of the negated value).
   for (auto [v, o] : {std::pair{&d2h, &out->d2h_GBps}, {&h2d, &out->h2d_GBps}, {&adds, &out->accumulate_GBps}}) {
@@ -150,6 +152,8 @@ Status run_offload_grads(Run& run, Compute& compute, const OffloadBenchSetup& se
     ref.grad_dtype = c.grad_dtype;
     ZB_RETURN_IF_ERROR(reference_state(ref, n * c.microbatches, g->steps_done(), segs, g->optimizer_compute(), &want));
     out->wrong = d.sum_over_ranks(double(count_mismatches(got, want)));
+  } else {
+    out->wrong = NAN;  // not checked
   }
 
   // Alone, each its median: the chunk's compute, and the chunk's reduce-scatter, copy and add,
@@ -180,6 +184,7 @@ Status run_offload_grads(Run& run, Compute& compute, const OffloadBenchSetup& se
   run.counter("chunk_bytes", double(g->slot_bytes()));
   run.counter("host_bytes_per_param_tracked", g->host_state_bytes() / psi);
   run.counter("tail_copy_s", out->tail_s);
+  run.counter("exposed_comm_s", out->exposed_comm_s);
   common_counters(run, *out, c.slots);
   return Status::ok();
 }
@@ -219,6 +224,8 @@ Status run_offload_weights(Run& run, Compute& compute, const OffloadBenchSetup& 
   if (setup.check) {
     ZB_RETURN_IF_ERROR(w->step(true));
     out->wrong = d.sum_over_ranks(double(w->last_mismatches()));
+  } else {
+    out->wrong = NAN;
   }
   Timing alone;
   ZB_RETURN_IF_ERROR(run.per_iteration([&]() -> Status {

@@ -21,7 +21,7 @@ struct OffloadBenchSetup {
 };
 
 struct OffloadResult {
-  double step_s = 0, exposed_s = NAN, tail_s = NAN, copy_s = NAN, hidden_frac = NAN;
+  double step_s = 0, exposed_s = NAN, exposed_comm_s = NAN, tail_s = NAN, copy_s = NAN, hidden_frac = NAN;
   double compute_per_chunk_s = NAN, hide_condition_s = NAN;
   double device_per_param = NAN, device_formula = NAN, host_per_param = NAN;
   double d2h_GBps = NAN, h2d_GBps = NAN, accumulate_GBps = NAN;

@@ -31,7 +31,8 @@ struct OffloadConfig {
 
 // One step's waits of compute, measured where compute waited, and what the copy engine did.
 struct OffloadTimes {
-  double exposed_s = 0;  // compute waited for a slot (its copy, or what the copy waited for)
+  double exposed_s = 0;       // compute waited for a slot's copy-out (and add) once its reduction was done
+  double exposed_comm_s = 0;  // gradients: compute waited for a slot's reduce-scatter
   double tail_s = 0;     // gradients: waited for the last copies and adds before the optimizer
   CopyStats copies;
 };
@@ -97,6 +98,7 @@ class OffloadGrads {
   Buffer weights_;                      // whole BF16 weights on the device
   std::vector<Buffer> slot_, staging_;  // device slots; host blocks a copy lands in before its add
   std::vector<CopyEngine::Ticket> slot_free_;  // per slot: the copy of its last fill
+  std::vector<Event> slot_reduced_;            // per slot: the reduce-scatter of its last fill
   Buffer shard_;                        // host: this rank's gradient shard
   Buffer master_, m_, v_, own_weights_;  // optimizer state (host or device); host: updated BF16 block
   OffloadTimes times_;
