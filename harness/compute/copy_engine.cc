@@ -24,6 +24,8 @@ Status CopyEngine::create(MemKind kind, std::unique_ptr<CopyEngine>* out) {
     cudaStream_t s;
     ZB_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     e->stream_ = s;
+    ZB_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    e->relay_ = s;
 #else
     return Status::error("a GPU copy engine needs a CUDA build");
 #endif
@@ -42,6 +44,7 @@ CopyEngine::~CopyEngine() {
   if (worker_.joinable()) worker_.join();
 #ifdef ZB_HAVE_CUDA
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  if (relay_) cudaStreamDestroy(static_cast<cudaStream_t>(relay_));
 #endif
 }
 
@@ -84,6 +87,25 @@ Status CopyEngine::after_compute(void* compute_stream) {
 #endif
   (void)compute_stream;
   return Status::ok();
+}
+
+Status CopyEngine::after_stream(const std::function<Status(void*)>& order) {
+#ifdef ZB_HAVE_CUDA
+  if (kind_ == MemKind::device) {
+    ZB_RETURN_IF_ERROR(order(relay_));
+    cudaEvent_t ev;
+    ZB_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    ZB_CUDA_CHECK(cudaEventRecord(ev, static_cast<cudaStream_t>(relay_)));
+    wait_for([this, ev]() -> Status {
+      ZB_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream_), ev, 0));
+      ZB_CUDA_CHECK(cudaEventDestroy(ev));
+      return Status::ok();
+    });
+    return Status::ok();
+  }
+#endif
+  (void)order;
+  return Status::error("CopyEngine::after_stream needs a GPU engine; on CPU use wait_for");
 }
 
 Status CopyEngine::wait(Ticket ticket) {

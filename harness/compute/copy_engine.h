@@ -53,6 +53,12 @@ class CopyEngine {
   // finished (a CUDA event between the streams; nothing to order on CPU, where compute has
   // finished when its call returns).
   Status after_compute(void* compute_stream);
+  // GPU only: copies queued from now on start once what `order(relay)` makes `relay` wait for
+  // is done. `relay` is a CUDA stream of the engine that runs nothing else, handed to the
+  // caller's thread now, e.g. to a communicator's compute_waits_for(event, relay), so the
+  // engine waits on the device for a collective without calling into the communicator from
+  // its own thread. On CPU, use wait_for.
+  Status after_stream(const std::function<Status(void* relay)>& order);
 
   // The host waits until job `ticket` has run; any job's error comes back here.
   Status wait(Ticket ticket);
@@ -80,6 +86,7 @@ class CopyEngine {
 
   MemKind kind_;
   void* stream_ = nullptr;  // cudaStream_t on GPU
+  void* relay_ = nullptr;   // cudaStream_t: only ever waits, for after_stream
   int device_ = 0;
   std::thread worker_;
   std::mutex mu_;

@@ -164,7 +164,15 @@ Status OffloadGrads::backward_chunk(int chunk, int microbatch, int fill) {
   ZB_RETURN_IF_ERROR(comm_.reduce_scatter(slot, own, block, gd));
   Event& reduced = slot_reduced_[size_t(s)];
   ZB_RETURN_IF_ERROR(comm_.record(&reduced));
-  engine_->wait_for([this, reduced] { return comm_.wait(reduced); });
+  // The copy-out waits for the reduce-scatter: on a GPU on the device, through the engine's
+  // relay stream (a communicator is driven from one thread only); on CPU the engine's thread
+  // waits for the communication thread.
+  if (compute_.kind() == MemKind::device) {
+    ZB_RETURN_IF_ERROR(
+        engine_->after_stream([this, reduced](void* relay) { return comm_.compute_waits_for(reduced, relay); }));
+  } else {
+    engine_->wait_for([this, reduced] { return comm_.wait(reduced); });
+  }
   char* dst = at(shard_, layout_.shard_offset(u));
   const std::string what = " c" + std::to_string(chunk) + " mb" + std::to_string(microbatch);
   if (microbatch == 0) {  // the first micro-batch's block is the shard's first value
