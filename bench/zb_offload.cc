@@ -203,8 +203,8 @@ int main(int argc, char** argv) {
                 zb::dtype_name(opt.grad_dtype), zb::backend_name(comm.backend()),
                 gpu ? "copies pinned host <-> device" : "copies host-to-host (CPU ranks: no device)");
     print_table(rows);
-    std::printf("# device B/param measured: %s growth around the slots; exposed: time compute waited for a slot; "
-                "hidden = 1 - exposed / copy; condition: per chunk, reduce-scatter + copy + add alone "
+    std::printf("# device B/param measured: %s growth around the slots; exposed: time compute waited for a slot (its reduce-scatter, then its copy); "
+                "copy: reduce-scatters + copies + adds in the step; hidden = 1 - exposed / copy; condition: per chunk, those alone "
                 "(weights: one layer's copy)\n", gpu ? "cudaMemGetInfo" : "resident-set");
     if (!sweep_us.empty()) print_sweep(rows, slots);
   }

@@ -3,6 +3,7 @@
 // host shard on the copy engine; then the optimizer on the host shard (or back on the device)
 // and the all-gather of the updated weights.
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "harness/core/clock.h"
@@ -28,6 +29,9 @@ Status OffloadGrads::create(Communicator& comm, Compute& compute, const ModelSpe
   for (const Unit& u : g->layout_.units) g->max_unit_ = std::max(g->max_unit_, u.padded);
   ZB_RETURN_IF_ERROR(Compute::create(MemKind::host, config.host_threads, &g->host_compute_));
   ZB_RETURN_IF_ERROR(CopyEngine::create(compute.kind(), &g->engine_));
+  // Each reduce-scatter's start and end, for the time the offload path was busy (the MPI
+  // backend's communication thread reads the clock; NCCL's leaves them unset).
+  comm.set_record_times(true);
   ZB_RETURN_IF_ERROR(g->allocate());
   ZB_RETURN_IF_ERROR(g->init_weights());
   *out = std::move(g);
@@ -100,6 +104,7 @@ Status OffloadGrads::step() {
   ++step_;
   times_ = OffloadTimes();
   engine_->take_stats();
+  const size_t first_collective = comm_.traffic().size();
   int fill = 0;
   for (int m = 0; m < config_.microbatches; ++m)
     for (int c = config_.chunks - 1; c >= 0; --c) ZB_RETURN_IF_ERROR(backward_chunk(c, m, fill++));
@@ -110,6 +115,9 @@ Status OffloadGrads::step() {
   const double t1 = now_seconds();
   times_.tail_s = t1 - t0;
   trace_.add({"wait copies", Track::wait, t0, t1, ""});
+  const std::vector<CollRecord> log = comm_.traffic().records();
+  for (size_t i = first_collective; i < log.size(); ++i)
+    if (log[i].op == Coll::reduce_scatter) times_.reduce_s += log[i].start_s < 0 ? NAN : log[i].end_s - log[i].start_s;
   corrupted_ = false;
   ZB_RETURN_IF_ERROR(config_.optimizer_on_host ? optimizer_on_host() : optimizer_on_device());
   times_.copies = engine_->take_stats();
