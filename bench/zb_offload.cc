@@ -183,8 +183,11 @@ int main(int argc, char** argv) {
           name += "/slots:" + std::to_string(sl) + "/compute:" + text;
         driver.add(name, [&, setup, fam, family, sl, text](zb::Run& run) -> zb::Status {
           zb::OffloadResult r;
-          ZB_RETURN_IF_ERROR(fam == Family::grads ? zb::run_offload_grads(run, *compute, setup, &r)
-                                                  : zb::run_offload_weights(run, *compute, setup, &r));
+          zb::Status st = fam == Family::grads ? zb::run_offload_grads(run, *compute, setup, &r)
+                                               : zb::run_offload_weights(run, *compute, setup, &r);
+          if (!st)
+            return st.context("rank " + std::to_string(comm.rank()) + " of " + std::to_string(comm.size()) + ", " +
+                              family + " with " + std::to_string(sl) + " slot(s)");
           if (r.wrong > 0)
             driver.mark_failed(family + " slots=" + std::to_string(sl) + ": " + zb::fmt(r.wrong, 0) +
                                (fam == Family::grads ? " final weights differ from the reference"

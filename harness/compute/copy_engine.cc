@@ -177,7 +177,12 @@ void CopyEngine::loop() {
         stats_.host_s += t1 - t0;
       }
       if (tracing_ && job.kind != Job::Kind::wait) spans_.push_back({job.name, Track::copy, t0, t1, job.args});
-      if (!s && error_) error_ = s.context("copy engine");
+      if (!s && error_) {
+        const std::string what = job.kind != Job::Kind::copy ? (job.name.empty() ? "a wait" : job.name)
+                                 : std::string(job.dir == CopyDir::d2h ? "a device-to-host" : "a host-to-device") +
+                                       " copy of " + std::to_string(job.bytes) + " bytes";
+        error_ = s.context("copy engine, " + what);
+      }
       ++done_;
     }
     done_cv_.notify_all();
