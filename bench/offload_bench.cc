@@ -13,15 +13,16 @@ namespace {
 // A pinned copy of `bytes` alone, each direction by itself and both at once (two engines), in
 // this run: the bound the step's copies are held against. Four copies per timed iteration.
 Status copy_limits(Run& run, MemKind kind, size_t bytes, OffloadResult* out) {
-  std::unique_ptr<CopyEngine> a, b;
-  ZB_RETURN_IF_ERROR(CopyEngine::create(kind, &a));
-  ZB_RETURN_IF_ERROR(CopyEngine::create(kind, &b));
   Buffer dev[2], host[2];
   for (int i = 0; i < 2; ++i) {
     ZB_RETURN_IF_ERROR(Buffer::allocate(kind, bytes, &dev[i]));
     ZB_RETURN_IF_ERROR(Buffer::allocate(offload_host_kind(kind), bytes, &host[i]));
     ZB_RETURN_IF_ERROR(copy_bytes(dev[i].data(), kind, host[i].data(), host[i].kind(), bytes));  // touch both
   }
+  // After the buffers, so they outlive the engines' threads on every way out.
+  std::unique_ptr<CopyEngine> a, b;
+  ZB_RETURN_IF_ERROR(CopyEngine::create(kind, &a));
+  ZB_RETURN_IF_ERROR(CopyEngine::create(kind, &b));
   constexpr int kCopies = 4;
   auto timed = [&](bool d2h, bool h2d, double* gbps) -> Status {
     Timing t;

@@ -92,7 +92,6 @@ class OffloadGrads {
   FlatLayout layout_;
   MemoryTracker device_tracker_, host_tracker_;
   std::unique_ptr<Compute> host_compute_;  // CPU kernels on the host shard
-  std::unique_ptr<CopyEngine> engine_;
   int rank_, ranks_;
   int64_t step_ = 0, measured_device_ = 0, measured_host_ = 0;
   uint64_t slot_bytes_ = 0, max_unit_ = 0;
@@ -106,6 +105,8 @@ class OffloadGrads {
   LayerCompute* chunk_compute_ = nullptr;
   Trace trace_;
   bool corrupted_ = false;
+  // Last, so it is destroyed first: its thread finishes the jobs still queued on the buffers.
+  std::unique_ptr<CopyEngine> engine_;
 };
 
 class OffloadWeights {
