@@ -331,9 +331,9 @@ if ((quick)); then
   offload=(--params=1e6 --layers=8 --chunks=4 --microbatches=2 --iters=3 --warmup=1)
   offload_compute=(--compute=sleep:3000) offload_sweep=(--compute-sweep=0,1000,5000)
   [[ $backend == nccl ]] && offload=(--params=64e6 --layers=8 --chunks=4 --microbatches=2 --iters=3 --warmup=1) \
-    offload_compute=(--compute=spin:5000) offload_sweep=(--compute=spin:0 --compute-sweep=0,1000,5000)
+    offload_compute=(--compute=spin:10000) offload_sweep=(--compute=spin:0 --compute-sweep=0,1000,10000)
 elif [[ $backend == nccl ]]; then
-  offload=(--params=1e9 --layers=32 --chunks=8 --microbatches=4 --iters=5 --warmup=2)
+  offload=(--params=2e8 --layers=32 --chunks=8 --microbatches=4 --iters=5 --warmup=2)
   offload_compute=(--compute=spin:30000)
   offload_sweep=(--compute=spin:0 --compute-sweep=0,1000,3000,10000,30000,100000)
 else

@@ -204,8 +204,8 @@ run_path pipeline zb_pipeline --params=64e6 --layers=16 --pp=2 --chunks=2 --micr
 # Gradients out and weights in through 1, 2 and 3 slots: pinned host memory, the copy engine's
 # own stream with events against compute, the CPU optimizer on the host shard and the GPU one
 # on the copied-back shard, each checked bit for bit; device memory from cudaMemGetInfo.
-run_path offload zb_offload --params=256e6 --layers=16 --chunks=4 --microbatches=4 --slots=1,2,3 \
-  --compute=spin:10000 --iters=3 --warmup=1 --trace="$res/trace_offload.json"
+run_path offload zb_offload --params=128e6 --layers=16 --chunks=4 --microbatches=4 --slots=1,2,3 \
+  --compute=spin:20000 --iters=3 --warmup=1 --trace="$res/trace_offload.json"
 run_path offload_device zb_offload --params=64e6 --layers=8 --chunks=4 --microbatches=2 --slots=2 \
   --offload=grads --optimizer-on=device --iters=3 --warmup=1
 
