@@ -124,7 +124,7 @@ Status run_offload_grads(Run& run, Compute& compute, const OffloadBenchSetup& se
     h2d.push_back(w.copies.h2d_bytes / w.copies.h2d_s / 1e9);
     // Each add reads the shard and the copied block and writes the shard.
     const double added = 3.0 * double(g->layout().shard()) * double(gsize) * (c.microbatches - 1);
-    adds.push_back(c.microbatches > 1 ? added / w.copies.host_s / 1e9 : NAN);
+    adds.push_back(c.microbatches > 1 ? added / w.copies.host_s / 1e9 : 0.0);
     return Status::ok();
   }, &t));
   run.report(t);
@@ -138,6 +138,7 @@ Status run_offload_grads(Run& run, Compute& compute, const OffloadBenchSetup& se
     ZB_RETURN_IF_ERROR(timed_median(d, *v, t.iterations, o));
     *o = -*o;
   }
+  if (c.microbatches == 1) out->accumulate_GBps = NAN;  // nothing was added (no medians of NaN)
 
   if (!setup.trace_path.empty()) {
     const std::string meta = "\"benchmark\": \"offload_grads\", \"ranks\": " + std::to_string(n) +
