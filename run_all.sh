@@ -29,6 +29,10 @@ summary.md. Results go to results/<UTC stamp>_<host>/:
                      algorithms: volumes measured at the sockets (skipped like zero_wire)
   pipeline.json      zb_pipeline on the fastest transport with compute: memory, gradient
                      memory, time, exposed and tail communication; trace_pipeline_z2.json
+  offload.json       zb_offload: gradients out and weights in through 1, 2 and 3 device slots
+                     with compute per chunk above the hide condition: device memory, copy
+                     bandwidth against a copy alone, exposed copies, hidden fraction
+  offload_sweep.json zb_offload --compute-sweep: gradients' hidden fraction against compute
   manifest.json      revision, command lines, versions, hardware, algorithm settings
   logs/ figures/ summary.md (and compare.md with --compare)
 
@@ -46,7 +50,8 @@ options:
   --repetitions=N    repeat every Google Benchmark benchmark N times (default 5, or 3 with
                      --quick): figures and summary.md show the median and the spread
   --only=A,B         run only these: collectives, zero (both zb_zero runs), predict (needs
-                     zero), sweep, optimizer, plan, pipeline (all three zb_pipeline runs)
+                     zero), sweep, optimizer, plan, pipeline (all three zb_pipeline runs),
+                     offload (both zb_offload runs)
   --compare=DIR      compare this run with a baseline results folder (for example
                      results/baselines/<name>) through plots/compare.py; writes compare.md
                      into the results folder, prints it, and exits 1 on a regression
@@ -63,7 +68,7 @@ options:
                      neither install nor build; tools/ab.sh runs both sides this way
   --extra-args=L=ARGS  append ARGS (split on spaces) to the command of the run labelled L
                      (collectives, zero_wire, zero, predict_sweep, predict, zero_sweep, optimizer,
-                     plan, pipeline_wire, pipeline, pipeline_trace) only, for
+                     plan, pipeline_wire, pipeline, pipeline_trace, offload, offload_sweep) only, for
                      example --extra-args=collectives=--fault-slow=all_reduce:0.2; repeatable
   --no-figures       draw no figures (tools/ab.sh: its many small runs need only the JSON)
   -h, --help         this text
@@ -84,7 +89,7 @@ srun_mpi=${ZB_SRUN_MPI:-}
 srun_mpi_from=${ZB_SRUN_MPI:+ZB_SRUN_MPI}
 declare -A tolerance=() extra=()
 all_labels=(collectives zero_wire zero predict_sweep predict zero_sweep optimizer plan pipeline_wire pipeline
-            pipeline_trace)
+            pipeline_trace offload offload_sweep)
 for arg in "$@"; do
   case $arg in
     --quick) quick=1 ;;
@@ -113,7 +118,7 @@ for arg in "$@"; do
     *) die2 "unknown option '$arg' (see --help)" ;;
   esac
 done
-all_benches=(collectives zero predict sweep optimizer plan pipeline)
+all_benches=(collectives zero predict sweep optimizer plan pipeline offload)
 [[ -z $np || $np =~ ^[1-9][0-9]*$ ]] || die2 "--np must be a positive integer, not '$np'"
 [[ -z $reps || $reps =~ ^[1-9][0-9]*$ ]] || die2 "--repetitions must be a positive integer, not '$reps'"
 reps=${reps:-$( ((quick)) && echo 3 || echo 5)}
@@ -225,7 +230,7 @@ else
 fi
 
 # A reused folder: drop what this script writes, so nothing stale passes for this run's.
-rm -f "$out"/{collectives,zero_wire,zero,predict_sweep,predict,zero_sweep,optimizer,plan,manifest,pipeline_wire,pipeline}.json "$out"/trace_*.json \
+rm -f "$out"/{collectives,zero_wire,zero,predict_sweep,predict,zero_sweep,optimizer,plan,manifest,pipeline_wire,pipeline,offload,offload_sweep}.json "$out"/trace_*.json \
   "$out"/summary.md "$out"/compare.md
 runs_tsv=$out/logs/runs.tsv
 : >"$runs_tsv"
@@ -319,6 +324,22 @@ elif [[ $backend == nccl ]]; then
 else
   pipe=(--params=16e6 --layers=32 --pp=2 --chunks=2 --microbatches=2,4,8,16 --iters=5 --warmup=2)
 fi
+# Offload: compute per chunk (gradients) and per layer (weights) above the hide condition
+# (reduce-scatter + copy + add of one chunk, which zb_offload measures and prints), so two
+# slots should hide the copies and one cannot; the sweep crosses the condition.
+if ((quick)); then
+  offload=(--params=1e6 --layers=8 --chunks=4 --microbatches=2 --iters=3 --warmup=1)
+  offload_compute=(--compute=sleep:3000) offload_sweep=(--compute-sweep=0,1000,5000)
+  [[ $backend == nccl ]] && offload=(--params=64e6 --layers=8 --chunks=4 --microbatches=2 --iters=3 --warmup=1) \
+    offload_compute=(--compute=spin:10000) offload_sweep=(--compute=spin:0 --compute-sweep=0,1000,10000)
+elif [[ $backend == nccl ]]; then
+  offload=(--params=2e8 --layers=32 --chunks=8 --microbatches=4 --iters=5 --warmup=2)
+  offload_compute=(--compute=spin:30000)
+  offload_sweep=(--compute=spin:0 --compute-sweep=0,1000,3000,10000,30000,100000)
+else
+  offload=(--params=16e6 --layers=16 --chunks=4 --microbatches=4 --iters=5 --warmup=2)
+  offload_compute=(--compute=sleep:30000) offload_sweep=(--compute-sweep=0,1000,3000,10000,30000,100000)
+fi
 if [[ $backend == nccl ]]; then
   compute=(--compute=gemm:$( ((quick)) && echo 512 || echo 4096)) sweep_kind=(--compute=spin:0)
 else
@@ -392,6 +413,11 @@ if selected pipeline; then
       "${pipe[@]}" --microbatches=4 --strategies=z2 --iters=1 --warmup=1 "${compute[@]}" \
       --trace="$out/trace_pipeline_z2.json"
   fi
+fi
+
+if selected offload; then
+  mpi_bench offload zb_offload "${offload[@]}" --slots=1,2,3 "${offload_compute[@]}"
+  mpi_bench offload_sweep zb_offload "${offload[@]}" --offload=grads --slots=1,2,3 "${offload_sweep[@]}"
 fi
 
 if selected plan; then

@@ -20,6 +20,9 @@ namespace zb {
 
 // dst[i] += src[i] for n elements of `dtype` (bf16 or f32).
 void accumulate_cpu(void* dst, const void* src, DType dtype, size_t n);
+// The same on `threads` threads of the kernel pool (0: all), each a contiguous range: the host
+// side of gradient offload, where a copied block is added into the host shard.
+void accumulate_cpu_threads(void* dst, const void* src, DType dtype, size_t n, int threads);
 // grad[i] += synthetic_grad(weights[i], rank, ranks, step, first + i).
 void synthetic_grad_accumulate_cpu(const Bf16* weights, void* grad, DType dtype, size_t n,
                                    uint64_t first, int rank, int ranks, int64_t step);

@@ -2,6 +2,7 @@
 #include "kernels/accumulate.h"
 
 #include "kernels/synthetic.h"
+#include "kernels/thread_pool.h"
 
 namespace zb {
 
@@ -15,6 +16,16 @@ void accumulate_cpu(void* dst, const void* src, DType dtype, size_t n) {
   float* d = static_cast<float*>(dst);
   const float* s = static_cast<const float*>(src);
   for (size_t i = 0; i < n; ++i) d[i] += s[i];
+}
+
+void accumulate_cpu_threads(void* dst, const void* src, DType dtype, size_t n, int threads) {
+  const size_t size = dtype_size(dtype);
+  // 64-element boundaries keep threads off each other's cache lines; below 64K elements per
+  // thread, waking one costs more than it saves.
+  parallel_chunks(n, threads, 64, size_t(1) << 16, [&](size_t begin, size_t end) {
+    accumulate_cpu(static_cast<char*>(dst) + begin * size, static_cast<const char*>(src) + begin * size, dtype,
+                   end - begin);
+  });
 }
 
 template <typename G>

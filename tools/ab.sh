@@ -74,12 +74,12 @@ done
 read -ra families <<<"${only//,/ }"
 ((${#families[@]})) || die2 "--only needs family names"
 for f in "${families[@]}"; do
-  [[ $f =~ ^(collectives|zero|predict|sweep|optimizer|plan|pipeline)$ ]] \
-    || die2 "--only: unknown family '$f' (known: collectives zero predict sweep optimizer plan pipeline)"
+  [[ $f =~ ^(collectives|zero|predict|sweep|optimizer|plan|pipeline|offload)$ ]] \
+    || die2 "--only: unknown family '$f' (known: collectives zero predict sweep optimizer plan pipeline offload)"
 done
 for a in "${a_args[@]}" "${b_args[@]}"; do
   a=${a#--extra-args=}
-  labels="collectives zero_wire zero predict_sweep predict zero_sweep optimizer plan pipeline_wire pipeline pipeline_trace"
+  labels="collectives zero_wire zero predict_sweep predict zero_sweep optimizer plan pipeline_wire pipeline pipeline_trace offload offload_sweep"
   [[ $a == *=* && " $labels " == *" ${a%%=*} "* ]] \
     || die2 "--a-args/--b-args take LABEL=ARGS with LABEL one of $labels, not '$a'"
 done

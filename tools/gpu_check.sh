@@ -201,6 +201,13 @@ run_path optimizer zb_optimizer --min-params=16M --max-params=256M --step-factor
 # accumulation kernels and the stream waits of the pipeline step, checked bit for bit.
 run_path pipeline zb_pipeline --params=64e6 --layers=16 --pp=2 --chunks=2 --microbatches=2,8 \
   --compute=gemm:1024 --iters=3 --warmup=1
+# Gradients out and weights in through 1, 2 and 3 slots: pinned host memory, the copy engine's
+# own stream with events against compute, the CPU optimizer on the host shard and the GPU one
+# on the copied-back shard, each checked bit for bit; device memory from cudaMemGetInfo.
+run_path offload zb_offload --params=128e6 --layers=16 --chunks=4 --microbatches=4 --slots=1,2,3 \
+  --compute=spin:20000 --iters=3 --warmup=1 --trace="$res/trace_offload.json"
+run_path offload_device zb_offload --params=64e6 --layers=8 --chunks=4 --microbatches=2 --slots=2 \
+  --offload=grads --optimizer-on=device --iters=3 --warmup=1
 
 # PyTorch's fused AdamW doing the same work at the same sizes: ours/torch (> 1: ours faster).
 for grad in bf16 fp32; do

@@ -141,6 +141,25 @@ def pipeline(results, logs):
     return out or ["pipeline: n/a (no rows in pipeline.json)"]
 
 
+def offload(results, logs):
+    out = []
+    for name in ("offload.json", "offload_device.json"):
+        if not os.path.exists(os.path.join(results, name)):
+            continue
+        for r in runs_of(results, name):
+            c, p = r.counters, r.params
+            gbps = "d2h_GBps" if r.family == "offload_grads" else "h2d_GBps"
+            out.append(f"{r.family} slots={p.get('slots', '?')} optimizer on {p.get('optimizer_on', '-')}: device "
+                       f"bytes/param measured {num(c.get('device_bytes_per_param', math.nan), '.4f')} formula "
+                       f"{num(c.get('device_bytes_per_param_formula', math.nan), '.4f')}; "
+                       f"{gbps.split('_')[0]} {num(c.get(gbps, math.nan), '.1f')} GB/s, alone "
+                       f"{num(c.get('copy_limit_GBps', math.nan), '.1f')} GB/s; hidden "
+                       f"{num(c.get('hidden_frac', math.nan), '.2f')}; wrong {num(c.get('wrong', math.nan), 'g')}")
+    if not out:
+        raise gbjson.InputError("no offload.json: its check failed or did not run")
+    return out
+
+
 # (what, function): one entry per GPU path, in the order the check runs them.
 FIGURES = [
     ("NCCL collectives", collectives),
@@ -149,6 +168,7 @@ FIGURES = [
     ("overlap with gemm compute", overlap),
     ("Adam on the GPU", optimizer),
     ("pipeline ZeRO-2", pipeline),
+    ("offload through slots", offload),
 ]
 
 

@@ -54,8 +54,8 @@ Status write_chrome_trace(const std::string& path, const std::vector<TraceSpan>&
   std::string mine;
   auto event = [&](const std::string& body) { mine += (mine.empty() ? "" : ",\n") + body; };
   char buf[160];
-  const char* threads[] = {"compute", "communication", "compute waits for communication"};
-  for (int tid = 0; tid < 3; ++tid) {
+  const char* threads[] = {"compute", "communication", "compute waits for communication", "copy engine"};
+  for (int tid = 0; tid < 4; ++tid) {
     std::snprintf(buf, sizeof buf,
                   "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
                   "\"args\": {\"name\": \"%s\"}}", rank, tid, threads[tid]);

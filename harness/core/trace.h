@@ -12,8 +12,8 @@
 namespace zb {
 
 // Per rank: compute spans, communication spans, and the waits of compute for communication
-// (the exposed communication, measured where it happens).
-enum class Track { compute = 0, comm = 1, wait = 2 };
+// (the exposed communication, measured where it happens), and a copy engine's jobs.
+enum class Track { compute = 0, comm = 1, wait = 2, copy = 3 };
 
 struct TraceSpan {
   std::string name;
