@@ -211,10 +211,11 @@ Status run_offload_weights(Run& run, Compute& compute, const OffloadBenchSetup& 
   const double psi = double(w->params());
 
   Timing t;
-  std::vector<double> exposed, copy_s, h2d;
+  std::vector<double> exposed, head, copy_s, h2d;
   ZB_RETURN_IF_ERROR(run.per_iteration([&]() -> Status {
     ZB_RETURN_IF_ERROR(w->step());
     exposed.push_back(w->last().exposed_s);
+    head.push_back(w->last().head_s);
     copy_s.push_back(w->last().copies.h2d_s);
     h2d.push_back(-w->last().copies.h2d_bytes / w->last().copies.h2d_s / 1e9);
     return Status::ok();
@@ -222,6 +223,8 @@ Status run_offload_weights(Run& run, Compute& compute, const OffloadBenchSetup& 
   run.report(t);
   out->step_s = t.median_s;
   ZB_RETURN_IF_ERROR(timed_median(d, exposed, t.iterations, &out->exposed_s));
+  double head_s = 0;
+  ZB_RETURN_IF_ERROR(timed_median(d, head, t.iterations, &head_s));
   ZB_RETURN_IF_ERROR(timed_median(d, copy_s, t.iterations, &out->copy_s));
   ZB_RETURN_IF_ERROR(timed_median(d, h2d, t.iterations, &out->h2d_GBps));
   out->h2d_GBps = -out->h2d_GBps;
@@ -256,6 +259,7 @@ Status run_offload_weights(Run& run, Compute& compute, const OffloadBenchSetup& 
   run.counter("params", psi);
   run.counter("layers", double(setup.model->layers.size()));
   run.counter("chunk_bytes", double(w->slot_bytes()));
+  run.counter("head_copy_s", head_s);
   common_counters(run, *out, c.slots);
   return Status::ok();
 }

@@ -34,6 +34,7 @@ struct OffloadTimes {
   double exposed_s = 0;       // compute waited for a slot's copy-out (and add) once its reduction was done
   double exposed_comm_s = 0;  // gradients: compute waited for a slot's reduce-scatter
   double tail_s = 0;     // gradients: waited for the last copies and adds before the optimizer
+  double head_s = 0;     // weights: waited for the first layer's load, which nothing can hide
   double reduce_s = 0;   // gradients: the step's reduce-scatters, as the backend timed them (NaN: untimed)
   CopyStats copies;
 };
