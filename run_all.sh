@@ -238,113 +238,14 @@ log "$np ranks, backend $backend, $gpus GPU(s), $cores cores$( ((quick)) && echo
   && echo ", Slurm job $SLURM_JOB_ID, srun --mpi=$srun_mpi ($srun_mpi_from)");" "results in $out"
 
 failures=0
-now_us() { echo "${EPOCHREALTIME/[.,]/}"; }
-# since T0_US: elapsed seconds with one decimal
-since() { local d=$(($(now_us) - $1)); printf '%d.%d' $((d / 1000000)) $((d / 100000 % 10)); }
-# run_bench LABEL JSON SETTINGS CMD...: one benchmark; its log in logs/LABEL.log. SETTINGS
-# (algorithm settings given on the command line) goes to the manifest with the command.
-run_bench() {
-  local label=$1 json=$2 settings=$3
-  shift 3
-  local t0 status=ok
-  t0=$(now_us)
-  if "$@" >"$out/logs/$label.log" 2>&1; then
-    log "$label: done in $(since "$t0") s -> ${json:-(no JSON)}"
-  else
-    status=failed
-    log "$label: FAILED after $(since "$t0") s; last lines of logs/$label.log:"
-    log_tail "$out/logs/$label.log"
-    failures=$((failures + 1))
-  fi
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$json" "$status" "$(since "$t0")" "$settings" "$*" \
-    >>"$runs_tsv"
-}
-# log_tail FILE: the last lines of a log without the launcher's boxed banners (the lines
-# between two rules of dashes), which would otherwise hide the benchmark's own message.
-log_tail() {
-  awk '/^----------+$/ { inbox = !inbox; next } !inbox && NF' "$1" | tail -n 8 | sed 's/^/    /' >&2
-}
-# skip LABEL WHY: a benchmark not run, said on stderr and in the manifest.
-skip() {
-  log "$1: skipped: $2"
-  printf '%s\t\tskipped\t0\t%s\t\n' "$1" "$2" >>"$runs_tsv"
-}
-mpi_bench() {  # mpi_bench LABEL BINARY ARGS...: launched on every rank, JSON in LABEL.json
-  local label=$1 binary=$bin/$2
-  shift 2
-  extra_for "$label"
-  [[ -x $binary ]] || { skip "$label" "$binary not built"; return; }
-  run_bench "$label" "$label.json" "" "${launch[@]}" "$binary" --backend="$backend" --json="$out/$label.json" \
-    "${rep_args[@]}" "$@" "${more[@]}"
-}
-# extra_for LABEL: that run's --extra-args words in more[], split on spaces, never globbed.
-extra_for() { more=(); read -ra more <<<"${extra[$1]:-}"; }
+# shellcheck source=tools/run_all_lib.sh
+source tools/run_all_lib.sh
 rep_args=()
 ((reps > 1)) && rep_args=(--benchmark_repetitions="$reps")
 
-# Sizes: --quick is the CI configuration and the committed baseline's; the full run is sized
-# for a paper. Compute on CPUs sleeps (it must not steal the cores communication runs on);
-# on GPUs it is cuBLAS GEMMs of the given token count, and the sweep spins on the GPU.
-if ((quick)); then
-  coll=(--min-bytes=1K --max-bytes=1M --step-factor=4 --iters=5 --warmup=2)
-  model=(--params=2e6 --layers=8 --bucket-mb=1)
-  zero_iters=(--iters=3 --warmup=1)
-  sweep=(--iters=2 --warmup=1 --compute-sweep=50,200,800)
-  opt_args=(--min-params=256K --max-params=1M --step-factor=4 --step-params=512K --iters=3 --warmup=1)
-  if [[ $backend == nccl ]]; then
-    model=(--params=64e6 --layers=8 --bucket-mb=16)
-    opt_args=(--min-params=1M --max-params=16M --step-factor=4 --step-params=4M --iters=5 --warmup=2)
-  fi
-elif [[ $backend == nccl ]]; then
-  coll=(--min-bytes=1K --max-bytes=1G --step-factor=2 --iters=20 --warmup=5)
-  model=(--params=5e8 --layers=16 --bucket-mb=25)
-  zero_iters=(--iters=10 --warmup=3)
-  sweep=(--iters=5 --warmup=2 --compute-sweep=0,100,300,1000,3000,10000)
-  opt_args=(--iters=10 --warmup=3)
-else
-  coll=(--min-bytes=1K --max-bytes=64M --step-factor=2 --iters=10 --warmup=3)
-  model=(--params=16e6 --layers=32 --bucket-mb=0.9)  # one bucket per layer: what overlap hides best
-  zero_iters=(--iters=10 --warmup=3)
-  sweep=(--iters=5 --warmup=2 --compute-sweep=0,100,300,1000,3000,10000)
-  opt_args=(--iters=10 --warmup=3)
-fi
-# The predictor's sweep reaches past the model's largest collective (a bucket or a layer).
-predict_max=$( ((quick)) && echo 4M || echo 8M)
-[[ $backend == nccl ]] && predict_max=$( ((quick)) && echo 64M || echo 256M)
-# The pipeline: 2 pipeline ranks of 2 chunks each, every data-parallel rank playing rank 0 (the
-# one with the longest warm-up), micro-batches swept for the volume and memory against M.
-# --quick times one M only; its socket run still sweeps M for the figure.
-pipe_timed=()
-if ((quick)); then
-  pipe=(--params=1e6 --layers=8 --pp=2 --chunks=2 --microbatches=2,4,8 --iters=3 --warmup=1)
-  [[ $backend == nccl ]] && pipe=(--params=64e6 --layers=16 --pp=2 --chunks=2 --microbatches=2,4,8 --iters=3 --warmup=1)
-  pipe_timed=(--microbatches=4)
-elif [[ $backend == nccl ]]; then
-  pipe=(--params=5e8 --layers=32 --pp=2 --chunks=2 --microbatches=2,4,8,16 --iters=5 --warmup=2)
-else
-  pipe=(--params=16e6 --layers=32 --pp=2 --chunks=2 --microbatches=2,4,8,16 --iters=5 --warmup=2)
-fi
-# Offload: compute per chunk (gradients) and per layer (weights) above the hide condition
-# (reduce-scatter + copy + add of one chunk, which zb_offload measures and prints), so two
-# slots should hide the copies and one cannot; the sweep crosses the condition.
-if ((quick)); then
-  offload=(--params=1e6 --layers=8 --chunks=4 --microbatches=2 --iters=3 --warmup=1)
-  offload_compute=(--compute=sleep:3000) offload_sweep=(--compute-sweep=0,1000,5000)
-  [[ $backend == nccl ]] && offload=(--params=64e6 --layers=8 --chunks=4 --microbatches=2 --iters=3 --warmup=1) \
-    offload_compute=(--compute=spin:10000) offload_sweep=(--compute=spin:0 --compute-sweep=0,1000,10000)
-elif [[ $backend == nccl ]]; then
-  offload=(--params=2e8 --layers=32 --chunks=8 --microbatches=4 --iters=5 --warmup=2)
-  offload_compute=(--compute=spin:30000)
-  offload_sweep=(--compute=spin:0 --compute-sweep=0,1000,3000,10000,30000,100000)
-else
-  offload=(--params=16e6 --layers=16 --chunks=4 --microbatches=4 --iters=5 --warmup=2)
-  offload_compute=(--compute=sleep:30000) offload_sweep=(--compute-sweep=0,1000,3000,10000,30000,100000)
-fi
-if [[ $backend == nccl ]]; then
-  compute=(--compute=gemm:$( ((quick)) && echo 512 || echo 4096)) sweep_kind=(--compute=spin:0)
-else
-  compute=(--compute=sleep:$( ((quick)) && echo 200 || echo 1000)) sweep_kind=()
-fi
+# Sizes of every family, quick (CI and the baseline) or full, per backend.
+# shellcheck source=tools/run_all_sizes.sh
+source tools/run_all_sizes.sh
 
 selected collectives && mpi_bench collectives zb_collectives "${coll[@]}"
 
@@ -389,19 +290,6 @@ selected sweep && mpi_bench zero_sweep zb_zero "${model[@]}" "${sweep[@]}" "${sw
 
 selected optimizer && mpi_bench optimizer zb_optimizer "${opt_args[@]}"
 
-# wire_bench LABEL BINARY ARGS...: over the socket transport, so volumes are measured at the
-# sockets; skipped with one rank, where nothing crosses a wire.
-wire_bench() {
-  local label=$1 binary=$bin/$2
-  shift 2
-  [[ -n $wire_note ]] && { skip "$label" "$wire_note"; return; }
-  [[ -x $binary ]] || { skip "$label" "$binary not built"; return; }
-  local prefix=()
-  ((${#wire_env[@]})) && prefix=(env "${wire_env[@]}")
-  extra_for "$label"
-  run_bench "$label" "$label.json" "${wire_env[*]:-${wire_mca[*]}}" "${prefix[@]}" "${launch[@]}" \
-    "${wire_mca[@]}" "$binary" --backend="$backend" --json="$out/$label.json" "${rep_args[@]}" "$@" "${more[@]}"
-}
 
 if selected pipeline; then
   # Volumes and memory need neither repetitions, nor many steps, nor the split timings.
