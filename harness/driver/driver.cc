@@ -316,14 +316,14 @@ int Driver::run() {
   benchmark::RunSpecifiedBenchmarks(root() ? static_cast<benchmark::BenchmarkReporter*>(&tee)
                                            : &quiet);
   benchmark::Shutdown();
+  int failed = failed_ ? 1 : 0, any = 0;
   if (root() && !json_path_.empty()) {
     Status s = write_file_atomically(json_path_, json.str());
     if (!s) {
       std::fprintf(stderr, "%s: %s\n", program().c_str(), s.message().c_str());
-      return 1;
+      failed = 1;  // still joins the reduction below, which the other ranks wait in
     }
   }
-  int failed = failed_ ? 1 : 0, any = 0;
   MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, driver_comm_);
   return any ? 1 : 0;
 }
