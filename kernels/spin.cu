@@ -10,11 +10,13 @@ namespace zb {
 
 namespace {
 
-__global__ void spin_kernel(long long cycles) {
+__global__ void spin_kernel(long long cycles, long long* spun) {
   // clock64 counts the cycles of the SM this block runs on; one block, so one counter.
   const long long start = clock64();
-  while (clock64() - start < cycles) {
+  long long now = start;
+  while ((now = clock64()) - start < cycles) {
   }
+  if (spun && threadIdx.x == 0) *spun = now - start;
 }
 
 std::mutex g_mutex;
@@ -36,7 +38,7 @@ Status calibrate(int device, double* out) {
     float ms = 0;
     for (int attempt = 0; attempt < 2; ++attempt) {
       ZB_CUDA_CHECK(cudaEventRecord(begin, stream));
-      spin_kernel<<<1, 32, 0, stream>>>(cycles);
+      spin_kernel<<<1, 32, 0, stream>>>(cycles, nullptr);
       ZB_CUDA_CHECK(cudaGetLastError());
       ZB_CUDA_CHECK(cudaEventRecord(end, stream));
       ZB_CUDA_CHECK(cudaEventSynchronize(end));
@@ -68,13 +70,18 @@ Status spin_cuda_cycles_per_second(double* out) {
   return Status::ok();
 }
 
+Status spin_cuda_cycles(long long cycles, cudaStream_t stream, long long* spun) {
+  if (cycles <= 0) return Status::ok();
+  spin_kernel<<<1, 32, 0, stream>>>(cycles, spun);
+  ZB_CUDA_CHECK(cudaGetLastError());
+  return Status::ok();
+}
+
 Status spin_cuda(double seconds, cudaStream_t stream) {
   if (!(seconds > 0)) return Status::ok();
   double rate = 0;
   ZB_RETURN_IF_ERROR(spin_cuda_cycles_per_second(&rate));
-  spin_kernel<<<1, 32, 0, stream>>>((long long)(seconds * rate + 0.5));
-  ZB_CUDA_CHECK(cudaGetLastError());
-  return Status::ok();
+  return spin_cuda_cycles((long long)(seconds * rate + 0.5), stream, nullptr);
 }
 
 }  // namespace zb

@@ -64,16 +64,30 @@ TEST(GemmCpu, ZeroDepthGivesZeros) {
 
 TEST(GemmCpu, FlopCount) { EXPECT_EQ(gemm_flops(2, 3, 4), 48.0); }
 
-TEST(SpinCpu, SpinsAtLeastTheRequestedTime) {
-  // Only a lower bound: on a shared machine the thread can be descheduled for any time.
-  using Clock = std::chrono::steady_clock;
-  for (double seconds : {0.0, 1e-6, 1e-3, 0.02}) {
-    auto start = Clock::now();
-    spin_cpu(seconds);
-    std::chrono::duration<double> elapsed = Clock::now() - start;
-    EXPECT_GE(elapsed.count(), seconds);
+// A clock that advances one microsecond at each read: the spin's exit condition is then a
+// count, so the test reads no real clock.
+struct TickingClock {
+  using rep = int64_t;
+  using period = std::micro;
+  using duration = std::chrono::duration<rep, period>;
+  using time_point = std::chrono::time_point<TickingClock>;
+  static constexpr bool is_steady = true;
+  static inline int64_t ticks = 0;
+  static time_point now() { return time_point(duration(ticks++)); }
+};
+
+TEST(SpinCpu, SpinsUntilTheRequestedTimeHasPassedAndNoLonger) {
+  struct Case {
+    double seconds;
+    int64_t reads;  // the first read, then one per tick until `end` is reached
+  };
+  // 2.5 us rounds up to 3 ticks; anything at or below zero reads no clock at all.
+  for (Case c : {Case{0.0, 0}, Case{-1.0, 0}, Case{1e-6, 2}, Case{2.5e-6, 4}, Case{1e-3, 1001}}) {
+    TickingClock::ticks = 0;
+    EXPECT_EQ(spin_on<TickingClock>(c.seconds), c.reads) << c.seconds;
+    EXPECT_EQ(TickingClock::ticks, c.reads) << c.seconds;
   }
-  spin_cpu(-1.0);  // returns at once
+  spin_cpu(1e-6);  // the steady-clock instance links and returns
 }
 
 // What each probe leaves in its arrays, element by element, from the same inputs.
