@@ -24,6 +24,9 @@ const char* backend_name(Backend b);
 // A point in the communication stream: complete once everything issued before it is.
 struct Event {
   uint64_t seq = 0;
+  // Entries in traffic() when it was recorded (-1: none): the last collective it covers is
+  // entry log_end - 1, which a trace names as what a wait waited for.
+  int64_t log_end = -1;
 };
 
 // Test-only faults, so the tests can prove that failures are caught rather than hidden.

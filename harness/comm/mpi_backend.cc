@@ -123,6 +123,7 @@ class MpiCommunicator final : public Communicator {
 
   Status record(Event* event) override {
     event->seq = issued_;  // only the issuing thread changes issued_
+    event->log_end = int64_t(traffic().size());
     return Status::ok();
   }
 

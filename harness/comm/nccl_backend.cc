@@ -58,6 +58,7 @@ class NcclCommunicator final : public Communicator {
   // library call does.
   Status record(Event* event) override {
     event->seq = issued_;
+    event->log_end = int64_t(traffic().size());
     if (issued_ == 0 || (!marks_.empty() && marks_.back().seq == issued_)) return Status::ok();
     Mark m{last_, issued_, nullptr};
     if (!spare_.empty()) {

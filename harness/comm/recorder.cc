@@ -18,6 +18,7 @@ class RecordingCommunicator final : public Communicator {
   Status barrier() override { return Status::ok(); }
   Status record(Event* event) override {
     event->seq = issued_;
+    event->log_end = int64_t(traffic().size());
     return Status::ok();
   }
   // Every wait is compute's: the recorded step stands for one rank's engine, and on the

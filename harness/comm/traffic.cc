@@ -154,4 +154,17 @@ bool socket_transport(const std::string& backend, int ranks, std::string* why_no
   return false;
 }
 
+void add_comm_spans(Trace& trace, const TrafficLog& log, size_t first, double origin_s,
+                    const std::function<std::string(size_t)>& args) {
+  std::vector<CollRecord> recs = log.records();
+  for (size_t i = first; i < recs.size(); ++i) {
+    if (recs[i].start_s < 0) continue;
+    char issued[48];
+    std::snprintf(issued, sizeof issued, "%.3f", (recs[i].issued_s - origin_s) * 1e6);
+    trace.add({collective_label(recs[i]), Track::comm, recs[i].start_s, recs[i].end_s,
+               "\"log\": " + std::to_string(i) + ", " + args(i) + ", \"bytes\": " + std::to_string(recs[i].bytes()) +
+                   ", \"issued_us\": " + issued});
+  }
+}
+
 }  // namespace zb

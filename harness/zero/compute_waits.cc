@@ -19,7 +19,8 @@ Status ComputeWaits::after(const Event& e) {
     double t1 = now_seconds();
     host_s_ += t1 - t0;
     if (tail_) host_tail_s_ += t1 - t0;
-    trace_.add({"wait", Track::wait, t0, t1, ""});
+    // The collective waited for, by its entry in the traffic log (the comm spans' "log").
+    trace_.add({"wait", Track::wait, t0, t1, e.log_end > 0 ? "\"awaits\": " + std::to_string(e.log_end - 1) : ""});
     return Status::ok();
   }
   ZB_RETURN_IF_ERROR(comm_.wait(stream_awaited_));

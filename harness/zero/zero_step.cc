@@ -295,16 +295,9 @@ Status ZeroStep::gather_updated() {
 }
 
 void ZeroStep::add_comm_spans(size_t first, double origin_s) {
-  std::vector<CollRecord> recs = comm_.traffic().records();
-  for (size_t i = first; i < recs.size(); ++i) {
-    if (recs[i].start_s < 0) continue;  // the backend did not time it (NCCL: see Nsight)
-    int unit = i < log_unit_.size() ? log_unit_[i] : -1;
-    char issued[48];
-    std::snprintf(issued, sizeof issued, "%.3f", (recs[i].issued_s - origin_s) * 1e6);
-    trace_.add({collective_label(recs[i]), Track::comm, recs[i].start_s, recs[i].end_s,
-                "\"unit\": " + std::to_string(unit) + ", \"bytes\": " + std::to_string(recs[i].bytes()) +
-                    ", \"issued_us\": " + issued});
-  }
+  zb::add_comm_spans(trace_, comm_.traffic(), first, origin_s, [this](size_t i) {
+    return "\"unit\": " + std::to_string(i < log_unit_.size() ? log_unit_[i] : -1);
+  });
 }
 
 }  // namespace zb

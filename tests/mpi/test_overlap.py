@@ -1,7 +1,9 @@
 """Overlap at 2 ranks, checked on the schedule itself, never on a duration: the trace of one
 step shows every collective, each z3 gather issued before the compute it must hide behind
 ends, each reduction issued the moment its bucket fills, no overlap at all when serialised,
-and compute's waits for communication adding up to the exposed time the step reports."""
+each z1/z2 weight gather issued as its unit is updated, every wait a wait for a collective
+in flight, and compute's waits for communication adding up to the exposed time the step
+reports."""
 import json
 import math
 import os
@@ -95,6 +97,52 @@ def test_each_reduction_is_issued_when_its_bucket_fills(traces, stage):
             assert issued >= end(compute[f"backward L{u}"]), (stage, rank, u)
             if u > 0:
                 assert issued <= compute[f"backward L{u - 1}"]["ts"], (stage, rank, u)
+
+
+@pytest.mark.parametrize("stage", ["z1", "z2"])
+def test_each_weight_gather_is_issued_when_its_unit_is_updated(traces, stage):
+    # z1 and z2 gather each unit's updated weights the moment the optimizer has updated it,
+    # so the gathers run under the rest of the optimizer (and the next forward, which waits
+    # for them unit by unit); serialised, the next update waits for the gather to end.
+    overlap, by_stage, _ = traces
+    trace = by_stage[stage]
+    for rank in (0, 1):
+        compute = {e["name"]: e for e in spans(trace, rank, 0)}
+        gathers = {e["args"]["unit"]: e for e in spans(trace, rank, 1) if e["name"].startswith("all_gather")}
+        assert sorted(gathers) == list(range(LAYERS))
+        for u in range(LAYERS):
+            issued = gathers[u]["args"]["issued_us"]
+            assert issued >= end(compute[f"optimizer U{u}"]), (stage, rank, u)
+            if u + 1 == LAYERS:
+                continue
+            following = compute[f"optimizer U{u + 1}"]
+            if overlap == "on":
+                assert issued <= following["ts"], (stage, rank, u)
+            else:
+                assert following["ts"] >= end(gathers[u]), (stage, rank, u)
+
+
+def test_every_wait_is_for_a_collective_in_flight(traces):
+    # Each wait names the collective it waited for (its entry in the log): that one was
+    # issued before the wait began and had ended when the wait returned, so no wait is
+    # counted as exposed communication without communication to wait for. Waits for the
+    # previous step's collectives (forward waiting for its weights) name entries before
+    # this step's trace and are left out.
+    _, by_stage, _ = traces
+    rounding = 0.002  # ts and dur are printed to 0.001 us
+    for stage, trace in by_stage.items():
+        for rank in (0, 1):
+            comm = {e["args"]["log"]: e for e in spans(trace, rank, 1)}
+            checked = 0
+            for w in spans(trace, rank, 2):
+                c = comm.get(w["args"]["awaits"])
+                if c is None:
+                    assert w["args"]["awaits"] < min(comm), (stage, rank, w)
+                    continue
+                checked += 1
+                assert c["args"]["issued_us"] <= w["ts"] + rounding, (stage, rank, w, c)
+                assert end(c) <= end(w) + rounding, (stage, rank, w, c)
+            assert checked, (stage, rank)  # the optimizer's wait for the last reduction at least
 
 
 def test_serialised_steps_never_overlap(traces):
