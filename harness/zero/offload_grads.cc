@@ -286,17 +286,7 @@ std::vector<Segment> OffloadGrads::check_segments() const {
 }
 
 Status OffloadGrads::state_to_host(const std::vector<Segment>& segments, CheckState* out) const {
-  *out = CheckState();
-  for (const Segment& s : segments) {
-    const size_t at = out->weights.size();
-    out->weights.resize(at + s.count);
-    out->master.resize(at + s.count);
-    ZB_RETURN_IF_ERROR(copy_bytes(out->weights.data() + at, MemKind::host, weights_.as<Bf16>() + s.local,
-                                  weights_.kind(), s.count * 2));
-    ZB_RETURN_IF_ERROR(copy_bytes(out->master.data() + at, MemKind::host, master_.as<float>() + s.local_master,
-                                  master_.kind(), s.count * 4));
-  }
-  return Status::ok();
+  return copy_state_to_host(weights_, master_, segments, out);
 }
 
 }  // namespace zb

@@ -75,4 +75,19 @@ uint64_t count_mismatches(const CheckState& got, const CheckState& want) {
   return bad;
 }
 
+Status copy_state_to_host(const Buffer& weights, const Buffer& master, const std::vector<Segment>& segments,
+                          CheckState* out) {
+  *out = CheckState();
+  for (const Segment& s : segments) {
+    const size_t at = out->weights.size();
+    out->weights.resize(at + s.count);
+    out->master.resize(at + s.count);
+    ZB_RETURN_IF_ERROR(copy_bytes(out->weights.data() + at, MemKind::host, weights.as<Bf16>() + s.local,
+                                  weights.kind(), s.count * 2));
+    ZB_RETURN_IF_ERROR(copy_bytes(out->master.data() + at, MemKind::host, master.as<float>() + s.local_master,
+                                  master.kind(), s.count * 4));
+  }
+  return Status::ok();
+}
+
 }  // namespace zb

@@ -158,5 +158,9 @@ Status reference_state(const ZeroConfig& config, int ranks, int64_t steps,
                        const std::vector<Segment>& segments, Compute& compute, CheckState* out);
 // Elements whose weight or master differs from the reference in any bit.
 uint64_t count_mismatches(const CheckState& got, const CheckState& want);
+// What a rank holds of `segments`, from its BF16 weight and FP32 master buffers (wherever
+// they live), for count_mismatches: every step schedule's state_to_host.
+Status copy_state_to_host(const Buffer& weights, const Buffer& master, const std::vector<Segment>& segments,
+                          CheckState* out);
 
 }  // namespace zb
