@@ -70,6 +70,11 @@ size_t TrafficLog::add(const CollRecord& rec) {
   return records_.size() - 1;
 }
 
+CollRecord TrafficLog::record(size_t index) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return index < records_.size() ? records_[index] : CollRecord{};
+}
+
 void TrafficLog::complete(size_t index, int64_t wire_bytes, double start_s, double end_s) {
   std::lock_guard<std::mutex> lock(mu_);
   if (index >= records_.size()) return;
@@ -81,6 +86,14 @@ void TrafficLog::complete(size_t index, int64_t wire_bytes, double start_s, doub
 void TrafficLog::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   records_.clear();
+}
+
+void TrafficLog::reserve(size_t count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t size = records_.size();
+  if (records_.capacity() >= size + count) return;
+  records_.resize(size + count);
+  records_.resize(size);
 }
 
 size_t TrafficLog::size() const {

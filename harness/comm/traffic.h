@@ -59,7 +59,11 @@ class TrafficLog {
   // Filled in by the backend when the collective completes.
   void complete(size_t index, int64_t wire_bytes, double start_s, double end_s);
   void clear();
+  // Room for `count` records, its memory already touched, so appending that many in a timed
+  // loop neither reallocates nor faults in a page.
+  void reserve(size_t count);
   std::vector<CollRecord> records() const;
+  CollRecord record(size_t index) const;
   size_t size() const;
   double volume_elements() const;
   // Each collective over its own group's size; `ranks` for records that carry none.

@@ -96,7 +96,7 @@ def test_every_size_is_held_against_the_bare_library_call(np, timing, progress):
     assert len(runs) == 6, proc.stdout
     for name, b in runs.items():
         assert b["wrong"] == 0, name
-        assert b["bare_time_s"] > 0 and b["overhead_ratio"] > 0, name
+        assert b["bare_time_s"] > 0 and b["overhead_ratio"] > 0 and b["bare_repeat_ratio"] > 0, name
         # overhead_ratio is zerobench's time over the bare call's, both as reported.
         assert b["overhead_ratio"] == pytest.approx(b["real_time"] * 1e-6 / b["bare_time_s"], rel=1e-6), name
         if timing == "per-iter":
@@ -110,7 +110,7 @@ def test_without_the_baseline_there_is_no_ratio():
     data, _ = run_json(2, "zb_collectives", ["--ops=all_gather", "--min-bytes=4K", "--max-bytes=4K",
                                             "--no-bare", "--iters=2", "--warmup=0"])
     b = benchmarks(data)["all_gather/bytes:4096/dtype:bf16"]
-    assert is_nan(b["bare_time_s"]) and is_nan(b["overhead_ratio"])
+    assert is_nan(b["bare_time_s"]) and is_nan(b["overhead_ratio"]) and is_nan(b["bare_repeat_ratio"])
 
 
 @pytest.mark.parametrize("path", ["/no/such/dir/x.json", "/tmp"])
