@@ -19,8 +19,8 @@ its own binaries. plots/ab.py then writes OUT/ab.md and OUT/figures/ab_*.{png,pd
 options:
   --pairs=N          pairs of runs (default 8, at least 5; even, so each order runs as often)
   --out=DIR          where the runs, logs and report go (default results/ab_<stamp>_<host>)
-  --only=A,B         families, as run_all.sh --only names them (default
-                     collectives,zero,sweep,optimizer,pipeline: the ones that time something)
+  --only=A,B         families, as run_all.sh --only names them (default all of them:
+                     collectives,zero,predict,sweep,optimizer,plan,pipeline,offload)
   --a-args=L=ARGS    extra arguments for A's run labelled L only (run_all.sh --extra-args);
   --b-args=L=ARGS    likewise for B, e.g. --b-args=collectives=--fault-slow=all_reduce:0.2
   --build=DIR        build folder inside each source tree (default build)
@@ -41,7 +41,7 @@ USAGE
 die2() { echo "ab.sh: $*" >&2; exit 2; }
 log() { printf '[ab %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
-pairs=8 out="" only=collectives,zero,sweep,optimizer,pipeline build=build cmake_opts=""
+pairs=8 out="" only=collectives,zero,predict,sweep,optimizer,plan,pipeline,offload build=build cmake_opts=""
 revs=() pass=() a_args=() b_args=() ab_opts=()
 while (($#)); do
   arg=$1
