@@ -1,4 +1,5 @@
 // zb_plan: memory and DP traffic per GPU for a model and a TP/PP/EP/DP layout, running nothing.
+#include <cmath>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -19,7 +20,7 @@ struct Options {
   int64_t microbatches = 0, chunks = 1;  // pipeline rows when microbatches > 0
   zb::Offload offload = zb::Offload::none;
   int64_t slots = 2;
-  double expert_fraction = 0;
+  double expert_fraction = 0, bucket_mb = 0;
   zb::Optimizer optimizer = zb::Optimizer::adam;
   zb::DType grad_dtype = zb::DType::bf16;
   std::vector<zb::Stage> stages = zb::all_stages();
@@ -90,6 +91,10 @@ int main(int argc, char** argv) {
   flags.add_list("stages", &o.stages, "stages to plan", zb::stage_choices());
   flags.add_int("microbatches", &o.microbatches,
                 "also plan dp, z1 and pipeline ZeRO-2 accumulating M micro-batches per step", 0, 1 << 20);
+  flags.add_double("bucket-mb", &o.bucket_mb,
+                   "with --microbatches: z2's slots hold one gradient bucket of this many MiB (at "
+                   "most a chunk), as zb_pipeline's, whose buckets round up to whole layers "
+                   "(default 0: a whole chunk)", 0, 1 << 20);
   flags.add_int("chunks", &o.chunks,
                 "with --microbatches or --offload: model chunks per GPU (a slot holds one)", 1, 1 << 20);
   flags.add_choice("offload", &o.offload,
@@ -117,6 +122,8 @@ int main(int argc, char** argv) {
   const bool offload = o.offload != zb::Offload::none;
   if (s && o.chunks != 1 && o.microbatches == 0 && !offload)
     s = zb::Status::error("--chunks needs --microbatches=M or --offload");
+  if (s && o.bucket_mb > 0 && o.microbatches == 0)
+    s = zb::Status::error("--bucket-mb sizes the pipeline's slots; it needs --microbatches=M");
   if (s && o.slots != 2 && !offload) s = zb::Status::error("--slots needs --offload=grads|optimizer|weights");
   if (s && o.microbatches > 0 && piped.empty() && !offload)
     s = zb::Status::error("--microbatches plans dp, z1 and z2; --stages names none of them");
@@ -147,7 +154,8 @@ int main(int argc, char** argv) {
     tables.push_back(rows);
     std::vector<zb::PipelinePlanRow> prow;
     for (zb::Stage st : o.microbatches > 0 ? piped : std::vector<zb::Stage>{})
-      prow.push_back(zb::pipeline_plan_row(layout, st, int(o.microbatches), int(o.chunks)));
+      prow.push_back(zb::pipeline_plan_row(layout, st, int(o.microbatches), int(o.chunks),
+                                           std::floor(o.bucket_mb * 1048576.0 / double(zb::dtype_size(o.grad_dtype)))));
     pipeline_tables.push_back(prow);
   }
   if (!s) {

@@ -20,8 +20,9 @@ const std::vector<Stage>& pipeline_stages();
 // unreduced gradient, so it reduces after every micro-batch's backward (pipeline ZeRO-2).
 int reduce_passes(Stage stage, int microbatches);
 
-// Transient chunk-sized gradient slots: two where gradients are sharded (one filling while
-// the other's reduce-scatter is in flight), none where they accumulate in place.
+// Transient gradient slots of one bucket (at most a chunk) each: two where gradients are
+// sharded (one filling while the other's reduce-scatter is in flight), none where they
+// accumulate in place.
 int gradient_slots(Stage stage);
 
 // One step of a pipeline stage of psi parameters replicated over n ranks, counted as

@@ -1,6 +1,7 @@
 // zb_plan's pipeline rows: per-GPU memory and traffic under micro-batch accumulation.
 #include "harness/zero/pipeline_plan.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 
@@ -8,14 +9,17 @@
 
 namespace zb {
 
-PipelinePlanRow pipeline_plan_row(const Layout& l, Stage stage, int microbatches, int chunks) {
+PipelinePlanRow pipeline_plan_row(const Layout& l, Stage stage, int microbatches, int chunks, double bucket_elems) {
   PipelinePlanRow r;
   r.base = plan_row(l, stage);
   r.microbatches = microbatches;
   r.chunks = chunks;
   const int g = int(dtype_size(l.grad_dtype));
   const PlanRow& b = r.base;
-  r.slot_bytes = gradient_slots(stage) * double(g) * b.params_per_gpu / double(chunks);
+  const double chunk = b.params_per_gpu / double(chunks);
+  const double slot = bucket_elems > 0 ? std::min(bucket_elems, chunk) : chunk;
+  r.slot_bytes = gradient_slots(stage) * double(g) * slot;
+  r.bucketed = slot < chunk;
   r.grad_bytes = b.bytes.grads + r.slot_bytes;
   r.bytes_per_gpu = b.bytes_per_gpu + r.slot_bytes;
   r.gb_per_gpu = r.bytes_per_gpu / 1e9;
@@ -33,9 +37,9 @@ std::string format_pipeline_table(const std::vector<PipelinePlanRow>& rows) {
   const PipelinePlanRow& f = rows.front();
   char line[256];
   std::snprintf(line, sizeof line,
-                "\npipeline, dp=%lld: M=%d micro-batches per step, %d chunk(s) per GPU; slots hold one chunk "
+                "\npipeline, dp=%lld: M=%d micro-batches per step, %d chunk(s) per GPU; slots hold one %s "
                 "of gradients\n%-5s %11s %10s %9s %9s %8s %13s %11s\n",
-                (long long)f.base.dp, f.microbatches, f.chunks, "stage", "bytes/param", "GB/GPU", "grads",
+                (long long)f.base.dp, f.microbatches, f.chunks, f.bucketed ? "bucket" : "chunk", "stage", "bytes/param", "GB/GPU", "grads",
                 "slots", "Psi/step", "elements/step", "GB/step/GPU");
   std::string out = line;
   for (const PipelinePlanRow& r : rows) {

@@ -12,14 +12,18 @@ namespace zb {
 struct PipelinePlanRow {
   PlanRow base;                  // the stage's resident state and sharding for this layout
   int microbatches = 1, chunks = 1;
+  bool bucketed = false;         // a slot is a bucket smaller than a chunk
   double grad_bytes = 0;         // per GPU: accumulation buffer, or own shard plus the slots
-  double slot_bytes = 0;         // the slots alone: two chunks of gradients (z2), transient
+  double slot_bytes = 0;         // the slots alone: two buckets of gradients (z2), transient
   double bytes_per_gpu = 0, gb_per_gpu = 0;  // resident state plus slots
   double volume_psi = 0, elements_per_step = 0, bytes_per_step = 0;  // DP collectives only
 };
 
-// Slots hold one chunk of this GPU's parameters: Ψ per GPU / chunks.
-PipelinePlanRow pipeline_plan_row(const Layout& layout, Stage stage, int microbatches, int chunks);
+// Slots hold one gradient bucket: `bucket_elems` parameters, or a whole chunk of this GPU's
+// (Ψ per GPU / chunks) when that is smaller or bucket_elems is 0, as zb_pipeline sizes them
+// (its buckets never span two chunks).
+PipelinePlanRow pipeline_plan_row(const Layout& layout, Stage stage, int microbatches, int chunks,
+                                  double bucket_elems = 0);
 
 std::string format_pipeline_table(const std::vector<PipelinePlanRow>& rows);
 // `"pipeline": [...]`, a member for plan_json's object.

@@ -4,11 +4,12 @@ memory and gradient memory match the formulas, z2's whatever M is; and the trace
 reduction issued between backward chunks, never by reading a clock."""
 import json
 import os
+import subprocess
 import tempfile
 
 import pytest
 
-from zbrun import TCP_RING, benchmarks, is_nan, run_json, run_single, stderr_lines
+from zbrun import TCP_RING, benchmarks, binary, is_nan, run_json, run_single, stderr_lines
 
 STRATEGIES = ["dp", "z1", "z2"]
 
@@ -96,6 +97,23 @@ def test_memory_matches_the_formula_and_z2_gradients_do_not_grow_with_m(np, opti
         assert many["grad_bytes_per_param"] == pytest.approx(few["grad_bytes_per_param"], rel=0.01)
     # z2 keeps g/N and two bucket-sized slots: less than the full buffer dp and z1 keep.
     assert got[("z2", 8)]["grad_bytes_per_param_formula"] < g == got[("z1", 8)]["grad_bytes_per_param_formula"]
+    # zb_plan sizes the slots from the bucket the same way. It knows neither layers nor padding,
+    # so it is given the bucket the benchmark's 0.25 MiB became: one whole layer, 4e6 / 16
+    # parameters, on this pipeline rank's 2e6 (the default pp=2, chunks=2).
+    layer_mb = 4e6 / 16 * g / 1048576
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = os.path.join(tmp, "plan.json")
+        res = subprocess.run([binary("zb_plan"), "--params=4e6", f"--dp={np}", "--pp=2", "--chunks=2",
+                              "--microbatches=8", f"--bucket-mb={layer_mb!r}", f"--optimizer={optimizer}",
+                              f"--grad-dtype={grad}",
+                              "--stages=dp,z1,z2", f"--json={plan}"], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        with open(plan) as f:
+            planned = {r["stage"]: r for r in json.load(f)["pipeline"]}
+    for strategy in STRATEGIES:
+        r = planned[strategy]
+        assert r["grads_bytes"] / r["params_per_gpu"] == pytest.approx(
+            got[(strategy, 8)]["grad_bytes_per_param_formula"], rel=0.01), strategy
 
 
 def spans(trace, rank, tid):

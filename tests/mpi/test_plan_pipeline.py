@@ -57,6 +57,17 @@ def test_one_microbatch_costs_z2_no_more_traffic_and_fp32_gradients_weigh_in():
     assert t["z2"]["grads_gb"] == pytest.approx(1 + 2 * 4)  # one chunk: each slot is the stage
 
 
+def test_a_bucket_smaller_than_a_chunk_sizes_the_slots():
+    # pp=1, so a GPU's stage is the whole 7e9 in four chunks of 1.75e9 parameters; 64 MiB buckets of BF16 gradients are 2^25 parameters, and each of z2's two slots holds one.
+    t = pipeline_tables("--params=7e9", "--dp=8", "--microbatches=8", "--chunks=4", "--bucket-mb=64")[8]
+    assert t["z2"]["slots_gb"] == pytest.approx(2 * 2 * 2**25 / 1e9, abs=1e-3)
+    assert t["z2"]["grads_gb"] == pytest.approx(7 * 2 / 8 + 2 * 2 * 2**25 / 1e9, abs=1e-3)
+    assert t["dp"]["slots_gb"] == t["z1"]["slots_gb"] == 0
+    # A bucket larger than a chunk is cut at the chunk, as zb_pipeline's buckets are.
+    big = pipeline_tables("--params=7e9", "--dp=8", "--microbatches=8", "--chunks=4", "--bucket-mb=1e6")[8]
+    assert big["z2"]["slots_gb"] == pytest.approx(2 * 2 * 7 / 4)
+
+
 def test_json_holds_the_pipeline_rows_as_printed(tmp_path):
     path = tmp_path / "plan.json"
     t = pipeline_tables("--params=7e9", "--dp=2,8", "--microbatches=4", "--chunks=2", f"--json={path}")
@@ -74,7 +85,8 @@ def test_json_holds_the_pipeline_rows_as_printed(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["--chunks=2"], ["--microbatches=4", "--stages=z3"],
-                                  ["--microbatches=-1"]], ids=" ".join)
+                                  ["--microbatches=-1"], ["--bucket-mb=25"], ["--microbatches=4", "--bucket-mb=-1"]],
+                         ids=" ".join)
 def test_bad_pipeline_flags_exit_2_with_one_line(args):
     res = run("--params=7e9", "--dp=8", *args)
     assert res.returncode == 2, res.stderr
