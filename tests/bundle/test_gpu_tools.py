@@ -33,7 +33,7 @@ def test_gpu_check_without_gpu_says_so_in_one_line(tmp_path):
     assert (tmp_path / "summary.txt").read_text().strip() == lines[0]
 
 
-@pytest.mark.parametrize("tool,option", [("gpu_check.sh", "--frobnicate"),
+@pytest.mark.parametrize("tool,option", [("gpu_check.sh", "--frobnicate"), ("gpu_check.sh", "--budget=10"),
                                          ("gpu_bundle.sh", "--frobnicate"),
                                          ("bare_build.sh", "--bundle")])
 def test_bad_option_exits_2_with_one_line(tool, option):
