@@ -37,7 +37,7 @@ for arg in "$@"; do
 done
 budget=${budget:-$((build_only ? 1800 : 290))}  # a build alone, on a machine without a GPU, may be slow
 [[ $budget =~ ^[0-9]+$ ]] && ((budget >= 30)) \
-  || { echo "gpu_check.sh: --budget must be a whole number of seconds, at least 30, not '$budget'" >&2; exit 2; }
+  || { echo "gpu_check.sh: --budget=$budget: expected a whole number of seconds, at least 30" >&2; exit 2; }
 mkdir -p "$out" || { echo "gpu_check.sh: cannot make the output folder '$out'" >&2; exit 2; }
 summary=$out/summary.txt
 : >"$summary"
