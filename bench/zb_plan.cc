@@ -173,11 +173,9 @@ int main(int argc, char** argv) {
   }
   std::cout.flush();
   if (!o.json_path.empty()) {
-    std::string json = zb::plan_json(layout, all_rows);
-    // The pipeline rows join the plan's object as one more member, before its closing brace.
-    if (!all_pipeline.empty())
-      json.insert(json.rfind('}'), ",\n  " + zb::pipeline_plan_json_member(all_pipeline) + "\n");
-    s = zb::write_file_atomically(o.json_path, json);
+    nlohmann::ordered_json doc = zb::plan_json(layout, all_rows);
+    if (!all_pipeline.empty()) doc["pipeline"] = zb::pipeline_plan_json(all_pipeline);
+    s = zb::write_file_atomically(o.json_path, doc.dump(2) + "\n");
     if (!s) {
       std::cerr << "zb_plan: " << s.message() << "\n";
       return 1;

@@ -2,7 +2,6 @@
 #include "harness/zero/pipeline_plan.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 
 #include "harness/zero/pipeline_formula.h"
@@ -52,26 +51,15 @@ std::string format_pipeline_table(const std::vector<PipelinePlanRow>& rows) {
   return out;
 }
 
-static std::string num(double v) {
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, res.ptr);
-}
-
-std::string pipeline_plan_json_member(const std::vector<PipelinePlanRow>& rows) {
-  std::string out = "\"pipeline\": [";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const PipelinePlanRow& r = rows[i];
-    out += std::string(i ? "," : "") + "\n    {\"stage\": \"" + stage_name(r.base.stage) +
-           "\", \"dp\": " + std::to_string(r.base.dp) + ", \"microbatches\": " + std::to_string(r.microbatches) +
-           ", \"chunks\": " + std::to_string(r.chunks) + ", \"params_per_gpu\": " + num(r.base.params_per_gpu) +
-           ", \"bytes_per_param\": " + num(r.bytes_per_gpu / r.base.params_per_gpu) +
-           ", \"gb_per_gpu\": " + num(r.gb_per_gpu) + ", \"grads_bytes\": " + num(r.grad_bytes) +
-           ", \"slot_bytes\": " + num(r.slot_bytes) + ", \"volume_psi\": " + num(r.volume_psi) +
-           ", \"elements_per_step\": " + num(r.elements_per_step) +
-           ", \"bytes_per_step\": " + num(r.bytes_per_step) + "}";
-  }
-  return out + "\n  ]";
+nlohmann::ordered_json pipeline_plan_json(const std::vector<PipelinePlanRow>& rows) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const PipelinePlanRow& r : rows)
+    out.push_back({{"stage", stage_name(r.base.stage)}, {"dp", r.base.dp}, {"microbatches", r.microbatches},
+                   {"chunks", r.chunks}, {"params_per_gpu", r.base.params_per_gpu},
+                   {"bytes_per_param", r.bytes_per_gpu / r.base.params_per_gpu}, {"gb_per_gpu", r.gb_per_gpu},
+                   {"grads_bytes", r.grad_bytes}, {"slot_bytes", r.slot_bytes}, {"volume_psi", r.volume_psi},
+                   {"elements_per_step", r.elements_per_step}, {"bytes_per_step", r.bytes_per_step}});
+  return out;
 }
 
 }  // namespace zb

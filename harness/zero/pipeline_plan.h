@@ -26,7 +26,7 @@ PipelinePlanRow pipeline_plan_row(const Layout& layout, Stage stage, int microba
                                   double bucket_elems = 0);
 
 std::string format_pipeline_table(const std::vector<PipelinePlanRow>& rows);
-// `"pipeline": [...]`, a member for plan_json's object.
-std::string pipeline_plan_json_member(const std::vector<PipelinePlanRow>& rows);
+// The rows as a JSON array: plan_json's document holds it as its "pipeline" member.
+nlohmann::ordered_json pipeline_plan_json(const std::vector<PipelinePlanRow>& rows);
 
 }  // namespace zb

@@ -208,58 +208,43 @@ std::string format_plan_table(const std::vector<PlanRow>& rows) {
   return out;
 }
 
-static std::string offload_json_settings(const Layout& l) {
-  if (l.offload == Offload::none) return "";
-  return ", \"offload\": \"" + std::string(offload_name(l.offload)) + "\", \"slots\": " +
-         std::to_string(l.slots) + ", \"chunks\": " + std::to_string(l.chunks) +
-         ", \"microbatches\": " + std::to_string(l.microbatches);
-}
-
-static std::string offload_json_fields(const OffloadRow& o) {
-  return ", \"host_bytes\": " + num(o.host_bytes) + ", \"host_bytes_per_param\": " + num(o.host_bytes_per_param) +
-         ", \"slot_bytes\": " + num(o.slot_bytes) + ", \"device_bytes\": " + num(o.device_bytes) +
-         ", \"device_bytes_per_param\": " + num(o.device_bytes_per_param) +
-         ", \"device_saved_bytes\": " + num(o.device_saved_bytes) +
-         ", \"d2h_bytes_per_step\": " + num(o.d2h_bytes_per_step) +
-         ", \"h2d_bytes_per_step\": " + num(o.h2d_bytes_per_step) +
-         ", \"pcie_bytes_per_step\": " + num(o.pcie_bytes_per_step) +
-         ", \"pcie_bytes_per_param\": " + num(o.pcie_bytes_per_param);
-}
-
-std::string plan_json(const Layout& l, const std::vector<PlanRow>& rows) {
-  std::string out = "{\n  \"model\": {\"params\": " + num(l.params) +
-                    ", \"tp\": " + std::to_string(l.tp) + ", \"pp\": " + std::to_string(l.pp) +
-                    ", \"ep\": " + std::to_string(l.ep) +
-                    ", \"expert_fraction\": " + num(l.expert_fraction) + ", \"optimizer\": \"" +
-                    optimizer_name(l.optimizer) + "\", \"grad_dtype\": \"" +
-                    dtype_name(l.grad_dtype) + "\"" + offload_json_settings(l) + "},\n  \"rows\": [";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const PlanRow& r = rows[i];
-    out += std::string(i ? "," : "") + "\n    {\"stage\": \"" + stage_name(r.stage) +
-           "\", \"dp\": " + std::to_string(r.dp) + ", \"tp\": " + std::to_string(r.tp) +
-           ", \"pp\": " + std::to_string(r.pp) + ", \"ep\": " + std::to_string(r.ep) +
-           ", \"world\": " + std::to_string(r.world) +
-           ", \"params_per_gpu\": " + num(r.params_per_gpu) +
-           ", \"dense_params\": " + num(r.dense_params) +
-           ", \"expert_params\": " + num(r.expert_params) +
-           ", \"dense_shard\": " + std::to_string(r.dense_shard) +
-           ", \"expert_shard\": " + std::to_string(r.expert_shard) +
-           ", \"bytes_per_param\": " + num(r.bytes_per_param) +
-           ", \"gb_per_gpu\": " + num(r.gb_per_gpu) +
-           ", \"bytes_per_gpu\": " + num(r.bytes_per_gpu) +
-           ", \"weights_bytes\": " + num(r.bytes.weights) +
-           ", \"grads_bytes\": " + num(r.bytes.grads) +
-           ", \"master_bytes\": " + num(r.bytes.master) +
-           ", \"moments_bytes\": " + num(r.bytes.moments) +
-           ", \"volume_psi\": " + num(r.volume_psi) +
-           ", \"elements_per_step\": " + num(r.elements_per_step) +
-           ", \"bytes_per_step\": " + num(r.bytes_per_step) +
-           ", \"dp_per_node\": " + std::to_string(r.dp_per_node) +
-           ", \"volume_psi_inter\": " + num(r.volume_psi_inter) +
-           ", \"inter_node_bytes_per_step\": " + num(r.inter_node_bytes_per_step) +
-           (l.offload != Offload::none ? offload_json_fields(r.offload) : "") + "}";
+nlohmann::ordered_json plan_json(const Layout& l, const std::vector<PlanRow>& rows) {
+  nlohmann::ordered_json model = {{"params", l.params}, {"tp", l.tp}, {"pp", l.pp}, {"ep", l.ep},
+                                  {"expert_fraction", l.expert_fraction},
+                                  {"optimizer", optimizer_name(l.optimizer)}, {"grad_dtype", dtype_name(l.grad_dtype)}};
+  if (l.offload != Offload::none) {
+    model["offload"] = offload_name(l.offload);
+    model["slots"] = l.slots;
+    model["chunks"] = l.chunks;
+    model["microbatches"] = l.microbatches;
   }
-  out += "\n  ]\n}\n";
+  nlohmann::ordered_json out = {{"model", model}, {"rows", nlohmann::ordered_json::array()}};
+  for (const PlanRow& r : rows) {
+    nlohmann::ordered_json row = {
+        {"stage", stage_name(r.stage)}, {"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}, {"ep", r.ep}, {"world", r.world},
+        {"params_per_gpu", r.params_per_gpu}, {"dense_params", r.dense_params}, {"expert_params", r.expert_params},
+        {"dense_shard", r.dense_shard}, {"expert_shard", r.expert_shard}, {"bytes_per_param", r.bytes_per_param},
+        {"gb_per_gpu", r.gb_per_gpu}, {"bytes_per_gpu", r.bytes_per_gpu}, {"weights_bytes", r.bytes.weights},
+        {"grads_bytes", r.bytes.grads}, {"master_bytes", r.bytes.master}, {"moments_bytes", r.bytes.moments},
+        {"volume_psi", r.volume_psi}, {"elements_per_step", r.elements_per_step},
+        {"bytes_per_step", r.bytes_per_step}, {"dp_per_node", r.dp_per_node},
+        {"volume_psi_inter", r.volume_psi_inter}, {"inter_node_bytes_per_step", r.inter_node_bytes_per_step}};
+    if (l.offload != Offload::none) {
+      const OffloadRow& o = r.offload;
+      for (const auto& [key, value] : {std::pair<const char*, double>{"host_bytes", o.host_bytes},
+                                       {"host_bytes_per_param", o.host_bytes_per_param},
+                                       {"slot_bytes", o.slot_bytes},
+                                       {"device_bytes", o.device_bytes},
+                                       {"device_bytes_per_param", o.device_bytes_per_param},
+                                       {"device_saved_bytes", o.device_saved_bytes},
+                                       {"d2h_bytes_per_step", o.d2h_bytes_per_step},
+                                       {"h2d_bytes_per_step", o.h2d_bytes_per_step},
+                                       {"pcie_bytes_per_step", o.pcie_bytes_per_step},
+                                       {"pcie_bytes_per_param", o.pcie_bytes_per_param}})
+        row[key] = value;
+    }
+    out["rows"].push_back(std::move(row));
+  }
   return out;
 }
 

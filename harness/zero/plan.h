@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/core/status.h"
 #include "harness/zero/offload_formula.h"
 #include "harness/zero/state_formula.h"
@@ -87,7 +89,7 @@ PlanRow plan_row(const Layout& layout, Stage stage);
 // Console output: one header for the model, then one table per dp degree.
 std::string format_plan_header(const Layout& layout);
 std::string format_plan_table(const std::vector<PlanRow>& rows);
-// {"model": {...}, "rows": [...]}, with every row of every dp degree.
-std::string plan_json(const Layout& layout, const std::vector<PlanRow>& rows);
+// {"model": {...}, "rows": [...]}, with every row of every dp degree, keys in this order.
+nlohmann::ordered_json plan_json(const Layout& layout, const std::vector<PlanRow>& rows);
 
 }  // namespace zb
