@@ -105,12 +105,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$build"
 # --fresh: discovery starts from nothing every time, so a cache from an unhidden configure
 # cannot stand in for the bundle.
-cmake --fresh -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DZB_CUDA=OFF -DBUILD_TESTING=OFF \
+# With the tests: the GPU check builds and runs zb_unit_tests, so GoogleTest must come from the
+# bundle as well.
+cmake --fresh -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DZB_CUDA=OFF -DBUILD_TESTING=ON \
   "${zb_bundle_cmake_args[@]}" >"$build/configure.log" 2>&1 \
   || { tail -n 30 "$build/configure.log"; fail "configure from the bundle failed"; }
 grep '^-- zerobench:' "$build/configure.log" | sed 's/^-- /bare_build: /'
-cmake --build "$build" --target zb_zero -j "$(nproc 2>/dev/null || echo 2)" >"$build/build.log" 2>&1 \
-  || { tail -n 30 "$build/build.log"; fail "building zb_zero from the bundle failed"; }
+cmake --build "$build" --target zb_zero zb_unit_tests -j "$(nproc 2>/dev/null || echo 2)" >"$build/build.log" 2>&1 \
+  || { tail -n 30 "$build/build.log"; fail "building zb_zero and zb_unit_tests from the bundle failed"; }
 say "built $build/bin/zb_zero; its MPI and Google Benchmark resolve to:"
 ldd "$build/bin/zb_zero" | grep -E 'libmpi|libbenchmark' | sed 's/^\s*/bare_build:   /'
 ldd "$build/bin/zb_zero" | grep -E 'libmpi|libbenchmark' | grep -vq "$bundle" \
@@ -139,4 +141,8 @@ mpirun -np 1 "$build/bin/zb_zero" "${zero_args[@]}" --json="$build/zero_mpirun.j
   >"$build/zero_mpirun.log" 2>&1 \
   || { tail -n 20 "$build/zero_mpirun.log"; fail "zb_zero under the bundle's mpirun -np 1 failed"; }
 verify "$build/zero_mpirun.json" "under the bundle's mpirun -np 1"
+# GoogleTest from the bundle: the unit tests of the formulas and the flags, which need no MPI.
+"$build/bin/zb_unit_tests" --gtest_filter='StateFormula*:Flags*:PipelineFormula*' >"$build/unit_tests.log" 2>&1 \
+  || { tail -n 20 "$build/unit_tests.log"; fail "zb_unit_tests built from the bundle failed"; }
+say "zb_unit_tests (GoogleTest from the bundle): $(grep -E '^\[  PASSED  \]' "$build/unit_tests.log"): PASS"
 say "PASS: the CPU configuration built and ran from $bundle alone"

@@ -1,6 +1,7 @@
 """The bare GPU machine, emulated: the system's MPI, Google Benchmark and GoogleTest hidden in a
 private mount namespace, the CPU configuration built from tools/gpu_bundle.sh's bundle alone,
-and a one-rank zb_zero of every stage run from it, with and without mpirun."""
+a one-rank zb_zero of every stage run from it, with and without mpirun, and unit tests built
+against the bundle's GoogleTest."""
 import json
 import os
 import subprocess
@@ -33,3 +34,5 @@ def test_cpu_build_and_one_rank_zero_from_the_bundle_alone():
         stages = {b["name"].split("/")[1]: b for b in rows}
         assert sorted(stages) == ["stage:dp", "stage:z1", "stage:z2", "stage:z3"], launch
         assert all(b["ranks"] == 1 and b["wrong"] == 0 for b in stages.values()), launch
+    # GoogleTest came from the bundle too: the unit tests built against it ran and passed.
+    assert "zb_unit_tests (GoogleTest from the bundle): [  PASSED  ]" in out, out
