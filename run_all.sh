@@ -19,8 +19,8 @@ summary.md. Results go to results/<UTC stamp>_<host>/:
   zero.json          zb_zero, every stage on the fastest transport, with compute and
                      overlap: time, exposed communication, memory; trace_<stage>.json timelines
   zero_sweep.json    zb_zero --compute-sweep: exposed communication against compute
-  predict_sweep.json zb_collectives back to back through the communication thread: what the
-                     step's collectives cost as the step issues them
+  predict_sweep.json zb_collectives through the communication thread, back to back and each
+                     waited for (--serial): what the step's collectives cost as the step issues them
   predict.json       zb_predict: each stage of zero.json predicted from predict_sweep.json,
                      with the error against what zero.json measured
   optimizer.json     zb_optimizer: kernels against the memory-bandwidth limit, step per stage
@@ -266,14 +266,15 @@ if selected zero; then
     --trace="$out/trace.json"
 fi
 
-# The step predicted from a sweep of its own collectives, timed as the step issues them (back
-# to back, through the communication thread), for the model and compute zero.json measured;
+# The step predicted from a sweep of its own collectives, timed as the step issues them
+# (through the communication thread, back to back and each waited for), for the model and
+# compute zero.json measured;
 # GEMM compute has no model, so on GPUs only the communication is predicted.
 if selected predict; then
   if [[ ! -x $bin/zb_predict ]]; then
     skip predict "$bin/zb_predict not built"
   else
-    mpi_bench predict_sweep zb_collectives --progress=thread --min-bytes=64K \
+    mpi_bench predict_sweep zb_collectives --progress=thread --serial --min-bytes=64K \
       --max-bytes="$predict_max" --step-factor=2 --iters=$( ((quick)) && echo 5 || echo 10) --warmup=2
     predict_compute=("${compute[@]}")
     [[ ${compute[0]} == --compute=gemm* ]] && predict_compute=(--compute=none)

@@ -151,9 +151,9 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   };
   Timing a1, b1, b2, a2;
   // The log starts empty for each benchmark, with room for all it will log (ours three times,
-  // and the check), so the timed loop only appends.
+  // a fourth with --serial, and the check), so the timed loop only appends.
   comm.traffic().clear();
-  comm.traffic().reserve(size_t(s.hier ? 3 : 1) * size_t(3 * (driver.warmup() + driver.iterations()) + 1));
+  comm.traffic().reserve(size_t(s.hier ? 3 : 1) * size_t((setup.serial ? 4 : 3) * (driver.warmup() + driver.iterations()) + 1));
   // Against the bare call, one untimed run first: the first run timed at a new size was the
   // slow one here (median 1.023x the bare runs, against 1.012x for the last; 1.007x once a run
   // went before it: 150 runs, 4 KiB to 1 MiB, 2 ranks), which ours, bare, bare, ours would
@@ -174,6 +174,11 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
     ZB_RETURN_IF_ERROR(timed(true, &b1));
     ZB_RETURN_IF_ERROR(timed(true, &b2));
     ZB_RETURN_IF_ERROR(timed(false, &a2));
+  }
+  if (setup.serial) {
+    Timing serial;
+    ZB_RETURN_IF_ERROR(run.batch(once, [] { return Status::ok(); }, &serial));
+    out->serial_s = serial.mean_s;
   }
   Timing t = a1;
   t.times.clear();
@@ -224,6 +229,7 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   // The bare call against itself (its second run over its first): how far the machine alone
   // moves a ratio of two runs here, the noise overhead_ratio is to be read against.
   run.counter("bare_repeat_ratio", setup.bare ? b2.mean_s / b1.mean_s : NAN);
+  if (setup.serial) run.counter("serial_s", out->serial_s);
   if (!setup.batch) {
     run.counter("p50_s", quantile_of(a1, a2, 0.5));
     run.counter("p99_s", quantile_of(a1, a2, 0.99));

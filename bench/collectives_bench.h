@@ -35,11 +35,15 @@ struct CollSetup {
   bool bare = true;       // also time the bare library call
   bool check = true;
   bool measurable = false;  // the transport is sockets, so written bytes are wire bytes
+  // Also time --iters collectives each completed before the next is issued, the whole timed
+  // once (serial_s): what a step that waits for each collective pays per collective, the
+  // hand-off to the waiter included, without the rank skew per-iteration maxima add up.
+  bool serial = false;
 };
 
 struct CollResult {
   uint64_t bytes = 0, count = 0;  // the full buffer as run (padded)
-  double time_s = 0, bare_s = NAN, algbw = 0, busbw = 0, wrong = 0;
+  double time_s = 0, bare_s = NAN, serial_s = NAN, algbw = 0, busbw = 0, wrong = 0;
   double wire_ideal = 0, wire_measured = NAN;
   // Per iteration, the busiest node: bytes to other nodes (and among its ranks) under rings,
   // and as its counters saw them (NaN where no launcher names them).

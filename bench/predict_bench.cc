@@ -19,7 +19,7 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction
   else
     ZB_RETURN_IF_ERROR(record_zero_schedule(*setup.model, setup.config, setup.topo, 2, &log, &traffic));
   Status missing;
-  auto coll_seconds = [&](const CollRecord& c) {
+  auto coll_cost = [&](const CollRecord& c) {
     // A group that holds every rank (the node group on one node) is the world: its sweep.
     const Group g = c.ranks == setup.topo.size ? Group::world : c.group;
     const CollModel* m = setup.sweep->find(c.op, c.dtype, group_name(g));
@@ -27,9 +27,11 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction
       if (missing)
         missing = Status::error("--sweep has no " + std::string(coll_name(c.op)) + " of " + dtype_name(c.dtype) +
                                 " over the " + group_name(g) + " group: sweep that op, dtype and group too");
-      return CollModel::Prediction{0, true};
+      return CollCost{0, 0, true};
     }
-    return m->predict(double(c.bytes()));
+    const CollModel::Prediction p = m->predict(double(c.bytes()));
+    // With a serial sweep, the hand-off a wait that blocks pays once the collective is done.
+    return CollCost{p.seconds, setup.sweep->handoff_s(c.op, c.dtype, group_name(g)), p.extrapolated};
   };
   auto compute_seconds = [&](const ScheduleOp& op) {
     // What --compute puts in the step; the synthetic backward and the optimizer's update
@@ -39,7 +41,7 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction
     return op.what == "idle" ? op.seconds : 0.0;
   };
   std::vector<TraceSpan> spans;
-  *out = simulate(log.ops(), compute_seconds, coll_seconds, &spans);
+  *out = predict_step(log.ops(), compute_seconds, coll_cost, &spans);
   ZB_RETURN_IF_ERROR(missing);
   if (!setup.trace_path.empty()) {
     // The measured trace's tracks and metadata, for one rank: all ranks run the same schedule.

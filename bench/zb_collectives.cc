@@ -15,7 +15,7 @@ struct Options {
   uint64_t min_bytes = 1024, max_bytes = 64ull << 20;
   double step_factor = 2;
   zb::DType dtype = zb::DType::bf16;
-  bool batch = true, check = true, bare = true;
+  bool batch = true, check = true, bare = true, serial = false;
   zb::Progress progress = zb::Progress::caller;
   std::vector<zb::Group> groups{zb::Group::world};
 };
@@ -68,6 +68,9 @@ int main(int argc, char** argv) {
                "thread; thread hands it to the communication thread (what overlap uses)",
                zb::Choices<zb::Progress>{{"caller", zb::Progress::caller}, {"thread", zb::Progress::thread}});
   f.add_bool("bare", &opt.bare, "also time the bare library call in the same run (overhead_ratio)");
+  f.add_bool("serial", &opt.serial, "also time each collective completed before the next is issued, the "
+             "whole timed once (serial_s): what a step waiting for each one pays, hand-off included; "
+             "zb_predict prices a wait that blocks from it");
   f.add_list("groups", &opt.groups, "the ranks each collective runs over: world, node (each node's ranks) or "
              "cross (the ranks at one place on every node); names gain /group:G beyond world",
              zb::Choices<zb::Group>{{"world", zb::Group::world}, {"node", zb::Group::node}, {"cross", zb::Group::cross}});
@@ -100,7 +103,8 @@ int main(int argc, char** argv) {
     for (zb::CollOp op : opt.ops) {
       if (op.hier && group != zb::Group::world) continue;  // it picks its own groups
       for (uint64_t bytes : zb::size_sweep(opt.min_bytes, opt.max_bytes, opt.step_factor)) {
-        zb::CollSetup setup{op.op, op.hier, group, opt.dtype, bytes, opt.batch, opt.bare, opt.check, measurable};
+        zb::CollSetup setup{op.op, op.hier, group, opt.dtype, bytes, opt.batch, opt.bare, opt.check, measurable,
+                            opt.serial};
         const int pad_ranks = op.hier ? comm.group_size(zb::Group::node) : comm.group_size(group);
         const uint64_t full_bytes =
             zb::padded_count(op.op, opt.dtype, bytes, pad_ranks, op.hier) * zb::dtype_size(opt.dtype);

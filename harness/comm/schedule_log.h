@@ -2,6 +2,7 @@
 // and waits of compute for them. Recorded instead of run, so a model can replay it (zb_predict).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,6 +39,10 @@ class ScheduleLog {
   void step() { ops_.push_back({ScheduleOp::Kind::step, "", -1}); }
   const std::vector<ScheduleOp>& ops() const { return ops_; }
   void clear() { ops_.clear(); }
+  // Drops what was logged after the first `count` ops.
+  void truncate(size_t count) {
+    if (count < ops_.size()) ops_.erase(ops_.begin() + ptrdiff_t(count), ops_.end());
+  }
 
  private:
   std::vector<ScheduleOp> ops_;

@@ -8,10 +8,13 @@ namespace zb {
 
 StepPrediction simulate(const std::vector<ScheduleOp>& ops,
                         const std::function<double(const ScheduleOp&)>& compute_seconds,
-                        const std::function<CollModel::Prediction(const CollRecord&)>& coll_seconds,
+                        const std::function<CollCost(const CollRecord&)>& coll_cost,
                         std::vector<TraceSpan>* spans) {
   double compute_clock = 0, comm_free = 0, step_start = 0;
-  std::map<uint64_t, double> done;  // collective number -> when it completes
+  struct Done {
+    double at, handoff_s;
+  };
+  std::map<uint64_t, Done> done;  // collective number -> when it completes, what a blocked wait adds
   StepPrediction p;
   std::vector<TraceSpan> timeline;
   auto span = [&](std::string name, Track track, double from, double to, std::string args = "") {
@@ -33,15 +36,15 @@ StepPrediction simulate(const std::vector<ScheduleOp>& ops,
         break;
       }
       case ScheduleOp::Kind::issue: {
-        CollModel::Prediction c = coll_seconds(op.coll);
+        CollCost c = coll_cost(op.coll);
         // Issued where the host reached it: after the compute before it (the host is the
         // engine on CPUs; on GPUs the collective waits for that compute on its stream).
         double start = std::max(comm_free, compute_clock);
         comm_free = start + c.seconds;
-        done[op.seq] = comm_free;
+        done[op.seq] = {comm_free, c.handoff_s};
         span(collective_label(op.coll), Track::comm, start, comm_free,
              "\"bytes\": " + std::to_string(op.coll.bytes()) + ", \"seq\": " + std::to_string(op.seq));
-        p.comm_s += c.seconds;
+        p.stream_s += c.seconds;
         p.collectives += 1;
         p.extrapolated = p.extrapolated || c.extrapolated;
         break;
@@ -51,8 +54,10 @@ StepPrediction simulate(const std::vector<ScheduleOp>& ops,
         // issued at or before it.
         auto it = done.upper_bound(op.seq);
         if (it == done.begin()) break;
-        double ready = std::prev(it)->second;
-        if (ready > compute_clock) {
+        const Done& d = std::prev(it)->second;
+        // Blocked, the waiter is woken only after the collective ends: the hand-off is exposed.
+        const double ready = d.at + d.handoff_s;
+        if (d.at > compute_clock) {
           span("wait", Track::wait, compute_clock, ready);
           p.exposed_s += ready - compute_clock;
           compute_clock = ready;
@@ -63,6 +68,15 @@ StepPrediction simulate(const std::vector<ScheduleOp>& ops,
   }
   p.step_s = compute_clock - step_start;
   if (spans) *spans = std::move(timeline);
+  return p;
+}
+
+StepPrediction predict_step(const std::vector<ScheduleOp>& ops,
+                            const std::function<double(const ScheduleOp&)>& compute_seconds,
+                            const std::function<CollCost(const CollRecord&)>& coll_cost,
+                            std::vector<TraceSpan>* spans) {
+  StepPrediction p = simulate(ops, compute_seconds, coll_cost, spans);
+  p.comm_s = simulate(ops, [](const ScheduleOp&) { return 0.0; }, coll_cost).step_s;
   return p;
 }
 

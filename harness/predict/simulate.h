@@ -16,19 +16,35 @@ namespace zb {
 struct StepPrediction {
   double step_s = 0;     // the compute engine's time through the step, waits included
   double compute_s = 0;  // its compute alone
-  double comm_s = 0;     // the step's collectives back to back (a step with no compute)
+  double stream_s = 0;   // the communication stream's busy time: the collectives back to back
+  double comm_s = 0;     // the step with no compute at all (predict_step; what zb_zero's comm_s times)
   double exposed_s = 0;  // time compute waited for them
   int collectives = 0;
   bool extrapolated = false;  // some collective's time was extrapolated beyond the sweep
 };
 
+// What one collective costs: its time on the stream, and what a wait that has to block on it
+// costs beyond its end (the hand-off back to the waiter: a serial sweep's time per collective
+// less the back-to-back one; 0 without one). A wait that finds it done costs nothing.
+struct CollCost {
+  double seconds = 0, handoff_s = 0;
+  bool extrapolated = false;
+};
+
 // Replays `ops` and returns the prediction for the last step in it (ops from an earlier step
 // set up what the last one meets, such as gathers still in flight). `compute_seconds` gives each
-// compute op's duration, `coll_seconds` each collective's. `spans` (optional) gets the last
+// compute op's duration, `coll_cost` each collective's. `spans` (optional) gets the last
 // step's predicted timeline, in seconds from its start, on the tracks of a measured trace.
 StepPrediction simulate(const std::vector<ScheduleOp>& ops,
                         const std::function<double(const ScheduleOp&)>& compute_seconds,
-                        const std::function<CollModel::Prediction(const CollRecord&)>& coll_seconds,
+                        const std::function<CollCost(const CollRecord&)>& coll_cost,
                         std::vector<TraceSpan>* spans = nullptr);
+
+// simulate(), with comm_s from a second replay of the same ops with every compute op at 0 s:
+// the step of communication alone, its waits and hand-offs included, as zb_zero times comm_s.
+StepPrediction predict_step(const std::vector<ScheduleOp>& ops,
+                            const std::function<double(const ScheduleOp&)>& compute_seconds,
+                            const std::function<CollCost(const CollRecord&)>& coll_cost,
+                            std::vector<TraceSpan>* spans = nullptr);
 
 }  // namespace zb

@@ -1,9 +1,12 @@
 // Reading a sweep: one model per collective, dtype and group, from its Google Benchmark results.
 #include "harness/predict/sweep.h"
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "harness/core/parse.h"
+#include "harness/core/stats.h"
 #include "harness/predict/results.h"
 
 namespace zb {
@@ -21,6 +24,7 @@ Status Sweep::load(const std::string& path, Sweep* out) {
                    std::string(", progress ") +
                    (cmd.find("--progress=thread") != std::string::npos ? "thread" : "caller");
   std::map<std::tuple<int, int, std::string>, std::vector<SweepPoint>> points;
+  std::map<std::tuple<int, int, std::string>, std::vector<double>> handoffs;  // per size
   for (const auto& [name, counters] : results.benchmarks) {
     std::vector<std::string> parts = split(name, '/');
     Coll op;
@@ -35,10 +39,16 @@ Status Sweep::load(const std::string& path, Sweep* out) {
       else if (key == "dtype") parse_dtype(value, &dtype);
       else if (key == "group") group = value;
     }
-    if (bytes > 0) points[{int(op), int(dtype), group}].push_back({double(bytes), counters.at("real_time_s")});
+    if (bytes == 0) continue;
+    points[{int(op), int(dtype), group}].push_back({double(bytes), counters.at("real_time_s")});
+    auto waited = counters.find("serial_s");
+    if (waited != counters.end() && std::isfinite(waited->second))
+      handoffs[{int(op), int(dtype), group}].push_back(waited->second - counters.at("real_time_s"));
   }
   if (points.empty()) return Status::error("--sweep: " + path + " holds no collective benchmarks");
   for (auto& [key, pts] : points) ZB_RETURN_IF_ERROR(CollModel::fit(pts, &s.models_[key]));
+  for (auto& [key, diffs] : handoffs) s.handoff_[key] = std::max(0.0, median(diffs));
+  if (!s.handoff_.empty()) s.description_ += ", serial_s for the hand-off";
   *out = std::move(s);
   return Status::ok();
 }
@@ -46,6 +56,11 @@ Status Sweep::load(const std::string& path, Sweep* out) {
 const CollModel* Sweep::find(Coll op, DType dtype, const std::string& group) const {
   auto it = models_.find({int(op), int(dtype), group});
   return it == models_.end() ? nullptr : &it->second;
+}
+
+double Sweep::handoff_s(Coll op, DType dtype, const std::string& group) const {
+  auto it = handoff_.find({int(op), int(dtype), group});
+  return it == handoff_.end() ? 0.0 : it->second;
 }
 
 }  // namespace zb

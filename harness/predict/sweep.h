@@ -22,11 +22,19 @@ class Sweep {
   const std::string& description() const { return description_; }
   // nullptr when the sweep has no such collective.
   const CollModel* find(Coll op, DType dtype, const std::string& group = "world") const;
+  // What a wait that blocks on this collective costs beyond its end: the median over the swept
+  // sizes of (serial_s - the back-to-back time), each the sweep's median, clamped at 0. The
+  // hand-off back to a waiting thread does not grow with the size, and one size's difference
+  // of two noisy times is noise; the median over sizes is not. 0 when the sweep was run
+  // without --serial.
+  double handoff_s(Coll op, DType dtype, const std::string& group = "world") const;
+  bool has_serial() const { return !handoff_.empty(); }
 
  private:
   int ranks_ = 0;
   std::string description_;
   std::map<std::tuple<int, int, std::string>, CollModel> models_;
+  std::map<std::tuple<int, int, std::string>, double> handoff_;
 };
 
 }  // namespace zb

@@ -106,6 +106,16 @@ def test_every_size_is_held_against_the_bare_library_call(np, timing, progress):
     assert f"timing {timing}, progress {progress}" in proc.stdout
 
 
+def test_serial_times_each_collective_waited_for_only_when_asked():
+    args = ["--ops=all_reduce,all_gather", "--min-bytes=64K", "--max-bytes=64K", "--progress=thread",
+            "--iters=3", "--warmup=1"]
+    serial, _ = run_json(2, "zb_collectives", [*args, "--serial"])
+    plain, _ = run_json(2, "zb_collectives", args)
+    for name, b in benchmarks(serial).items():
+        assert b["serial_s"] > 0 and b["wrong"] == 0, name
+    assert all("serial_s" not in b for b in benchmarks(plain).values())
+
+
 def test_without_the_baseline_there_is_no_ratio():
     data, _ = run_json(2, "zb_collectives", ["--ops=all_gather", "--min-bytes=4K", "--max-bytes=4K",
                                             "--no-bare", "--iters=2", "--warmup=0"])

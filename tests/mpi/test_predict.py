@@ -15,8 +15,9 @@ ALPHA, BETA = 20e-6, 1e-9  # 20 us + 1 ns per byte, for every op
 
 
 def sweep_doc(ranks, sizes=None, alpha=ALPHA, beta=BETA, ops=("all_reduce", "reduce_scatter", "all_gather"),
-              groups=("world",)):
-    """A zb_collectives results file of an exact alpha-beta collective, over each group."""
+              groups=("world",), handoff=None):
+    """A zb_collectives results file of an exact alpha-beta collective, over each group; with
+    `handoff`, also serial_s: each collective waited for costs that much more."""
     sizes = sizes or [1024 * 2 ** k for k in range(15)]  # 1 KiB to 16 MiB
     rows = []
     for op in ops:
@@ -26,6 +27,8 @@ def sweep_doc(ranks, sizes=None, alpha=ALPHA, beta=BETA, ops=("all_reduce", "red
                 rows.append({"name": name, "run_name": name, "run_type": "iteration", "iterations": 10,
                              "real_time": (alpha + beta * b) * 1e6, "cpu_time": 1.0, "time_unit": "us",
                              "wire_bytes_measured": float("nan")})
+                if handoff is not None:
+                    rows[-1]["serial_s"] = alpha + beta * b + handoff
     return {"context": {"world_size": str(ranks), "command_line": "zb_collectives --timing=per-iter"},
             "benchmarks": rows}
 
@@ -115,6 +118,28 @@ def test_long_compute_hides_what_the_schedule_lets_it_hide():
         assert b["exposed_comm_s"] < off_rows[off_name]["exposed_comm_s"], name
         if "/stage:dp/" in name:
             assert math.isclose(b["exposed_comm_s"], ALPHA + BETA * dp[-1][1], rel_tol=1e-9), name
+
+
+def test_a_serial_sweep_prices_each_blocking_wait_with_its_hand_off():
+    handoff = 30e-6
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = write(tmp, "sweep.json", sweep_doc(2, handoff=handoff))
+        off, _ = predict(sweep, [*MODEL, "--compute=none", "--overlap=off", f"--trace={tmp}/p.json"])
+        on, _ = predict(sweep, [*MODEL, "--compute=none", "--overlap=on"])
+        for name, b in benchmarks(off).items():
+            stage = name.split("/")[1].split(":")[1]
+            with open(f"{tmp}/p_{stage}.json") as f:
+                colls = collectives(json.load(f))
+            # Serialised, every collective is waited for while it runs: each costs its serial_s.
+            want = sum(ALPHA + BETA * nbytes + handoff for _, nbytes in colls)
+            assert math.isclose(b["comm_s"], want, rel_tol=1e-9), (name, b["comm_s"], want)
+            assert math.isclose(b["exposed_comm_s"], want, rel_tol=1e-9), name
+        with open(f"{tmp}/p_dp.json") as f:
+            dp = collectives(json.load(f))
+    # dp overlapped: its reductions run back to back and only the optimizer waits, one hand-off.
+    b = next(b for name, b in benchmarks(on).items() if "/stage:dp/" in name)
+    want = sum(ALPHA + BETA * nbytes for _, nbytes in dp) + handoff
+    assert math.isclose(b["comm_s"], want, rel_tol=1e-9), (b["comm_s"], want)
 
 
 def test_sizes_beyond_the_sweep_are_flagged():

@@ -56,10 +56,11 @@ TEST(CollModel, InterpolatesBetweenMeasuredPointsAndRejectsNothingToFit) {
 // Collective number seq takes `seconds`, whatever its size.
 CollRecord coll(uint64_t count) { return CollRecord{Coll::all_reduce, count, DType::bf16}; }
 
-StepPrediction replay(const ScheduleLog& log) {
-  return simulate(
+// The collective of `count` elements takes `count` seconds and hands off in `handoff` more.
+StepPrediction replay(const ScheduleLog& log, double handoff = 0) {
+  return predict_step(
       log.ops(), [](const ScheduleOp& op) { return op.what == "backward" ? 2.0 : 1.0; },
-      [](const CollRecord& c) { return CollModel::Prediction{double(c.count), false}; });
+      [handoff](const CollRecord& c) { return CollCost{double(c.count), handoff, false}; });
 }
 
 TEST(Simulate, HiddenSerialAndPartlyHidden) {
@@ -75,7 +76,8 @@ TEST(Simulate, HiddenSerialAndPartlyHidden) {
   log.compute("update", 0);
   StepPrediction p = replay(log);
   EXPECT_DOUBLE_EQ(p.compute_s, 5.0);
-  EXPECT_DOUBLE_EQ(p.comm_s, 4.0);
+  EXPECT_DOUBLE_EQ(p.stream_s, 4.0);
+  EXPECT_DOUBLE_EQ(p.comm_s, 4.0);  // no compute: both back to back, one wait at the end
   EXPECT_DOUBLE_EQ(p.exposed_s, 3.0);  // waits from t=4 to t=7
   EXPECT_DOUBLE_EQ(p.step_s, 8.0);
   EXPECT_EQ(p.collectives, 2);
@@ -94,6 +96,27 @@ TEST(Simulate, HiddenSerialAndPartlyHidden) {
   EXPECT_DOUBLE_EQ(s.step_s, 8.0);
 }
 
+TEST(Simulate, AWaitThatBlocksPaysTheHandOffAndOneThatFindsItDoneDoesNot) {
+  // The first reduction (1 s) ends under the second backward, so its wait finds it done; the
+  // second (3 s) is still running when the optimizer waits: exposed until it ends, plus 0.5 s.
+  ScheduleLog log;
+  log.step();
+  log.compute("backward", 1);
+  log.issue(1, coll(1));  // t=2 to t=3
+  log.compute("backward", 0);
+  log.wait(1);            // at t=4: done, nothing exposed
+  log.issue(2, coll(3));  // t=4 to t=7
+  log.wait(2);            // blocked from t=4 to t=7.5
+  log.compute("update", 0);
+  StepPrediction p = replay(log, 0.5);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 3.5);
+  EXPECT_DOUBLE_EQ(p.step_s, 8.5);
+  // Alone, each collective is waited for while it runs: both hand-offs count, on top of the
+  // stream's back-to-back 4 s, which is what a serial sweep's times add up to.
+  EXPECT_DOUBLE_EQ(p.stream_s, 4.0);
+  EXPECT_DOUBLE_EQ(p.comm_s, 1 + 0.5 + 3 + 0.5);
+}
+
 TEST(Simulate, OnlyTheLastStepCountsAndCollectivesQueue) {
   // Step 1 leaves a 5 s gather in flight; step 2 waits for it first thing.
   ScheduleLog log;
@@ -107,7 +130,7 @@ TEST(Simulate, OnlyTheLastStepCountsAndCollectivesQueue) {
   log.wait(2);            // ready at 7, compute at 7: nothing more exposed
   StepPrediction p = replay(log);
   EXPECT_DOUBLE_EQ(p.exposed_s, 5.0);
-  EXPECT_DOUBLE_EQ(p.comm_s, 1.0);
+  EXPECT_DOUBLE_EQ(p.stream_s, 1.0);
   EXPECT_DOUBLE_EQ(p.step_s, 6.0);
   EXPECT_EQ(p.collectives, 1);
 }
