@@ -1,6 +1,7 @@
 // Reading Google Benchmark JSON through nlohmann/json.
 #include "harness/predict/results.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -64,7 +65,11 @@ Status load_results(const std::string& path, const std::string& what, Results* o
   for (const auto& [name, rows] : runs) {
     std::map<std::string, std::pair<double, int>> sums;
     for (const auto& row : rows)
-      for (const auto& [key, v] : row) sums[key].first += v, sums[key].second += 1;
+      for (const auto& [key, v] : row) {
+        sums[key].first += v, sums[key].second += 1;
+        auto [at, fresh] = r.fastest[name].emplace(key, v);
+        if (!fresh) at->second = std::min(at->second, v);
+      }
     for (const auto& [key, sum] : sums) r.benchmarks[name][key] = sum.first / double(sum.second);
   }
   for (const auto& [name, row] : medians) r.benchmarks[name] = row;

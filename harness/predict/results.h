@@ -15,6 +15,8 @@ struct Results {
   // "real_time_s" is the time in seconds. The median over repetitions where the file has
   // that aggregate, else the mean of the runs; counters that are not numbers are left out.
   std::map<std::string, std::map<std::string, double>> benchmarks;
+  // The same, each counter's smallest value over the runs (repetitions) instead.
+  std::map<std::string, std::map<std::string, double>> fastest;
 };
 
 // `what` names the input in errors ("--sweep").

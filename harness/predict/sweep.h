@@ -13,8 +13,8 @@ namespace zb {
 
 class Sweep {
  public:
-  // Google Benchmark JSON of zb_collectives: names op/bytes:B/dtype:D[/group:G]; the time is
-  // the median over repetitions where the file has them, else the mean of the runs.
+  // Google Benchmark JSON of zb_collectives: names op/bytes:B/dtype:D[/group:G]; each time
+  // (real_time, serial_s) is the fastest of the file's repetitions.
   static Status load(const std::string& path, Sweep* out);
 
   int ranks() const { return ranks_; }
@@ -23,7 +23,7 @@ class Sweep {
   // nullptr when the sweep has no such collective.
   const CollModel* find(Coll op, DType dtype, const std::string& group = "world") const;
   // What a wait that blocks on this collective costs beyond its end: the median over the swept
-  // sizes of (serial_s - the back-to-back time), each the sweep's median, clamped at 0. The
+  // sizes of (serial_s - the back-to-back time), each its fastest repetition, clamped at 0. The
   // hand-off back to a waiting thread does not grow with the size, and one size's difference
   // of two noisy times is noise; the median over sizes is not. 0 when the sweep was run
   // without --serial.

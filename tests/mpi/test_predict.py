@@ -120,6 +120,24 @@ def test_long_compute_hides_what_the_schedule_lets_it_hide():
             assert math.isclose(b["exposed_comm_s"], ALPHA + BETA * dp[-1][1], rel_tol=1e-9), name
 
 
+def test_each_size_is_priced_at_its_fastest_repetition():
+    # Three repetitions of every size, one of them ten times slower (a stall): the prediction
+    # is the exact sum of the fast ones, as zb_zero takes comm_s at its fastest round.
+    doc = sweep_doc(2)
+    rows = []
+    for r in doc["benchmarks"]:
+        for rep, slow in enumerate((1, 10, 1)):
+            rows.append(dict(r, repetition_index=rep, repetitions=3, real_time=r["real_time"] * slow))
+    doc["benchmarks"] = rows
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = write(tmp, "sweep.json", doc)
+        data, _ = predict(sweep, [*MODEL, "--compute=none", "--overlap=off", "--stages=dp", f"--trace={tmp}/p.json"])
+        with open(f"{tmp}/p.json") as f:
+            colls = collectives(json.load(f))
+    b = next(iter(benchmarks(data).values()))
+    assert math.isclose(b["comm_s"], sum(ALPHA + BETA * nbytes for _, nbytes in colls), rel_tol=1e-9)
+
+
 def test_a_serial_sweep_prices_each_blocking_wait_with_its_hand_off():
     handoff = 30e-6
     with tempfile.TemporaryDirectory() as tmp:
