@@ -17,6 +17,7 @@
 #include "harness/core/files.h"
 #include "harness/core/stats.h"
 #include "harness/driver/reporters.h"
+#include <zb_revision.h>  // generated at build time (cmake/revision.cmake): ZB_GIT_REVISION
 
 namespace zb {
 

@@ -1,5 +1,8 @@
 """zb_collectives at 2, 3 and 4 ranks: correctness, counters, measured wire bytes, faults."""
 
+import os
+import subprocess
+
 import pytest
 
 from zbrun import TCP_RING, benchmarks, is_nan, mpirun, run_json, run_single, stderr_lines
@@ -47,6 +50,12 @@ def test_json_counters_and_busbw_factors():
         assert is_nan(b["wire_bytes_measured"])
         for key in ("library", "mpi_library", "host", "cpu_model", "git_revision"):
             assert data["context"].get(key), key
+    # The revision the binary was built from, taken at build time, not when it was configured:
+    # this checkout's HEAD (ctest runs right after the build), "-dirty" if it had changes.
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.abspath(__file__)))
+    if head.returncode == 0:
+        assert data["context"]["git_revision"].removesuffix("-dirty") == head.stdout.strip()
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
