@@ -147,7 +147,8 @@ def test_a_sweep_runs_one_benchmark_per_slot_count_and_value_and_names_where_cop
 
 
 BAD = [["--slots=0"], ["--slots=1,x"], ["--chunks=9", "--layers=8"], ["--compute=gemm:4"],
-       ["--compute-sweep=1,a"], ["--optimizer-on=gpu"], ["--offload=grads,bytes"], ["--microbatches=0"]]
+       ["--compute-sweep=1,a"], ["--optimizer-on=gpu"], ["--offload=grads,bytes"], ["--microbatches=0"],
+       ["--trace=/no/such/dir/t.json"]]
 
 
 @pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))

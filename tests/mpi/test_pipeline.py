@@ -199,7 +199,8 @@ def test_one_rank_moves_nothing():
 
 
 BAD = [["--strategies=z3"], ["--microbatches=0"], ["--microbatches=3"], ["--microbatches=2,x"],
-       ["--pp=2", "--pp-rank=2"], ["--chunks=0"], ["--layers=3"], ["--compute=nap:1"]]
+       ["--pp=2", "--pp-rank=2"], ["--chunks=0"], ["--layers=3"], ["--compute=nap:1"],
+       ["--trace=/no/such/dir/t.json"]]
 
 
 @pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))

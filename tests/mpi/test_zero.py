@@ -101,7 +101,8 @@ def test_one_rank_moves_nothing():
 
 BAD = [["--model=llama:x=1"], ["--model=gpt:layers=2,hidden=0,vocab=5"], ["--model=gpt:layers=2"],
        ["--params=0"], ["--params=10", "--layers=11"], ["--stages=z4"], ["--optimizer=sgd"],
-       ["--grad-dtype=fp8"], ["--bucket-mb=0"], ["--params=abc"]]
+       ["--grad-dtype=fp8"], ["--bucket-mb=0"], ["--params=abc"], ["--trace=/no/such/dir/t.json"],
+       ["--json=/no/such/dir/x.json"]]
 
 
 @pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))
