@@ -28,7 +28,9 @@ Status Sweep::load(const std::string& path, Sweep* out) {
   // Each collective at its fastest repetition, as zb_zero takes comm_s at its fastest round:
   // jitter only adds time (a descheduled rank; on a shaped link a dropped packet's 200 ms
   // retransmission timeout, which one repetition of three met at 256 KiB here).
-  for (const auto& [name, counters] : results.fastest) {
+  for (const auto& [name, summary] : results.benchmarks) {
+    auto fast = results.fastest.find(name);  // absent where the file holds aggregates only
+    const std::map<std::string, double>& counters = fast != results.fastest.end() ? fast->second : summary;
     std::vector<std::string> parts = split(name, '/');
     Coll op;
     if (parts.empty() || !parse_coll(parts[0], &op) || !counters.count("real_time_s")) continue;

@@ -28,7 +28,6 @@ class Sweep {
   // of two noisy times is noise; the median over sizes is not. 0 when the sweep was run
   // without --serial.
   double handoff_s(Coll op, DType dtype, const std::string& group = "world") const;
-  bool has_serial() const { return !handoff_.empty(); }
 
  private:
   int ranks_ = 0;
