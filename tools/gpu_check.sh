@@ -191,8 +191,9 @@ run_path() {  # run_path NAME PROGRAM ARGS...: results/NAME.json; SKIP when the 
   check "nccl_$name" "$bin/$prog" --backend=nccl --timeout=60 --json="$res/$name.json" "$@"
 }
 
-# Every size of every op checked element by element.
-run_path collectives zb_collectives --min-bytes=1K --max-bytes=256M --step-factor=4 --iters=10 --warmup=3
+# Every size of every op checked element by element; --serial also times each one waited for,
+# which the prediction below takes the hand-off of a blocking wait from.
+run_path collectives zb_collectives --min-bytes=1K --max-bytes=256M --step-factor=4 --iters=10 --warmup=3 --serial
 # The hierarchical all-reduce: the node and cross-node communicators ncclCommSplit makes, and
 # NCCL's in-place reduce-scatter, all-reduce and all-gather on them, every element checked.
 run_path hier zb_collectives --ops=hier_all_reduce --min-bytes=1K --max-bytes=256M --step-factor=16 \
