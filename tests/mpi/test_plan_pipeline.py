@@ -58,7 +58,8 @@ def test_one_microbatch_costs_z2_no_more_traffic_and_fp32_gradients_weigh_in():
 
 
 def test_a_bucket_smaller_than_a_chunk_sizes_the_slots():
-    # pp=1, so a GPU's stage is the whole 7e9 in four chunks of 1.75e9 parameters; 64 MiB buckets of BF16 gradients are 2^25 parameters, and each of z2's two slots holds one.
+    # pp=1, so a GPU's stage is the whole 7e9 in four chunks of 1.75e9 parameters; 64 MiB
+    # buckets of BF16 gradients are 2^25 parameters, and each of z2's two slots holds one.
     t = pipeline_tables("--params=7e9", "--dp=8", "--microbatches=8", "--chunks=4", "--bucket-mb=64")[8]
     assert t["z2"]["slots_gb"] == pytest.approx(2 * 2 * 2**25 / 1e9, abs=1e-3)
     assert t["z2"]["grads_gb"] == pytest.approx(7 * 2 / 8 + 2 * 2 * 2**25 / 1e9, abs=1e-3)
