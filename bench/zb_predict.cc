@@ -166,8 +166,9 @@ int main(int argc, char** argv) {
                      zb::fmt(p.step_s * 1e3, 3), p.extrapolated ? "yes" : "no"});
     }
     table.print(stdout);
-    std::printf("# comm: the step's collectives back to back; exposed: time compute waits for them in the "
-                "replay; the synthetic backward and the optimizer's update are not modelled\n");
+    std::printf("# comm: the step replayed with no compute, its waits and hand-offs included (zb_zero's comm_s); "
+                "exposed: time compute waits for communication in the replay; the synthetic backward and the "
+                "optimizer's update are not modelled\n");
   }
   return code;
 }
