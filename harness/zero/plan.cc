@@ -231,17 +231,16 @@ nlohmann::ordered_json plan_json(const Layout& l, const std::vector<PlanRow>& ro
         {"volume_psi_inter", r.volume_psi_inter}, {"inter_node_bytes_per_step", r.inter_node_bytes_per_step}};
     if (l.offload != Offload::none) {
       const OffloadRow& o = r.offload;
-      for (const auto& [key, value] : {std::pair<const char*, double>{"host_bytes", o.host_bytes},
-                                       {"host_bytes_per_param", o.host_bytes_per_param},
-                                       {"slot_bytes", o.slot_bytes},
-                                       {"device_bytes", o.device_bytes},
-                                       {"device_bytes_per_param", o.device_bytes_per_param},
-                                       {"device_saved_bytes", o.device_saved_bytes},
-                                       {"d2h_bytes_per_step", o.d2h_bytes_per_step},
-                                       {"h2d_bytes_per_step", o.h2d_bytes_per_step},
-                                       {"pcie_bytes_per_step", o.pcie_bytes_per_step},
-                                       {"pcie_bytes_per_param", o.pcie_bytes_per_param}})
-        row[key] = value;
+      row["host_bytes"] = o.host_bytes;
+      row["host_bytes_per_param"] = o.host_bytes_per_param;
+      row["slot_bytes"] = o.slot_bytes;
+      row["device_bytes"] = o.device_bytes;
+      row["device_bytes_per_param"] = o.device_bytes_per_param;
+      row["device_saved_bytes"] = o.device_saved_bytes;
+      row["d2h_bytes_per_step"] = o.d2h_bytes_per_step;
+      row["h2d_bytes_per_step"] = o.h2d_bytes_per_step;
+      row["pcie_bytes_per_step"] = o.pcie_bytes_per_step;
+      row["pcie_bytes_per_param"] = o.pcie_bytes_per_param;
     }
     out["rows"].push_back(std::move(row));
   }
