@@ -4,12 +4,12 @@
 #include <string>
 #include <vector>
 
+#include "harness/core/dtype.h"
 #include "harness/core/files.h"
 #include "harness/driver/flags.h"
 #include "harness/zero/pipeline_formula.h"
 #include "harness/zero/pipeline_plan.h"
 #include "harness/zero/plan.h"
-#include "kernels/dtype.h"
 
 namespace {
 

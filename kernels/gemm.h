@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "kernels/bf16.h"
-#include "kernels/dtype.h"
+#include "harness/core/bf16.h"
+#include "harness/core/dtype.h"
 
 #if defined(ZB_HAVE_CUDA)
 #include <cublas_v2.h>

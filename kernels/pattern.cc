@@ -1,7 +1,7 @@
 // Fill and verify patterns for collectives.
 #include "kernels/pattern.h"
 
-#include "kernels/bf16.h"
+#include "harness/core/bf16.h"
 
 namespace zb {
 

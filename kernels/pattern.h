@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/dtype.h"
+#include "harness/core/dtype.h"
 
 namespace zb {
 

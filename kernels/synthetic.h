@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/bf16.h"
-#include "kernels/dtype.h"
+#include "harness/core/bf16.h"
+#include "harness/core/dtype.h"
 
 #if defined(ZB_HAVE_CUDA)
 #include <cuda_runtime_api.h>

@@ -12,8 +12,8 @@
 #include "harness/comm/topology.h"
 #include "harness/comm/traffic.h"
 #include "harness/core/device.h"
+#include "harness/core/dtype.h"
 #include "harness/core/status.h"
-#include "kernels/dtype.h"
 
 namespace zb {
 

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "kernels/bf16.h"
+#include "harness/core/bf16.h"
 
 extern char** environ;
 

@@ -5,8 +5,8 @@
 
 #include <string>
 
+#include "harness/core/dtype.h"
 #include "harness/core/status.h"
-#include "kernels/dtype.h"
 
 namespace zb {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "harness/core/clock.h"
+#include "harness/core/dtype.h"
 #include "harness/core/trace.h"
-#include "kernels/dtype.h"
 
 namespace zb {
 

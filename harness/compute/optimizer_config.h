@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "harness/core/dtype.h"
 #include "harness/core/status.h"
-#include "kernels/dtype.h"
 #include "kernels/optimizer.h"
 
 namespace zb {

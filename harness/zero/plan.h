@@ -7,10 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/core/dtype.h"
 #include "harness/core/status.h"
 #include "harness/zero/offload_formula.h"
 #include "harness/zero/state_formula.h"
-#include "kernels/dtype.h"
 
 namespace zb {
 

@@ -9,7 +9,7 @@
 
 namespace zb {
 
-// Gradient dtypes are kernels/dtype.h's DType; these formulas take their size in
+// Gradient dtypes are harness/core/dtype.h's DType; these formulas take their size in
 // bytes (dtype_size: 2 for bf16, 4 for fp32) as grad_bytes.
 
 // Weights are always BF16 and the master copy always FP32; only the gradient

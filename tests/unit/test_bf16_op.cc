@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "harness/comm/mpi_ops.h"
-#include "kernels/bf16.h"
+#include "harness/core/bf16.h"
 
 namespace {
 
