@@ -5,9 +5,9 @@
 #include <string>
 
 #include "harness/compute/optimizer_config.h"
-#include "harness/zero/model.h"
-#include "harness/zero/pipeline_schedule.h"
-#include "harness/zero/stage.h"
+#include "harness/pipeline/pipeline_schedule.h"
+#include "harness/stage/model.h"
+#include "harness/stage/stage.h"
 
 namespace zb {
 

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "harness/driver/driver.h"
-#include "harness/zero/layer_compute.h"
-#include "harness/zero/offload.h"
+#include "harness/offload/offload.h"
+#include "harness/stage/layer_compute.h"
 
 namespace zb {
 

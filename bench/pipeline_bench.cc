@@ -6,8 +6,8 @@
 
 #include "harness/core/clock.h"
 #include "harness/core/stats.h"
-#include "harness/zero/pipeline_formula.h"
-#include "harness/zero/state_formula.h"
+#include "harness/plan/pipeline_formula.h"
+#include "harness/plan/state_formula.h"
 
 namespace zb {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "harness/driver/driver.h"
-#include "harness/zero/layer_compute.h"
-#include "harness/zero/pipeline_step.h"
+#include "harness/pipeline/pipeline_step.h"
+#include "harness/stage/layer_compute.h"
 
 namespace zb {
 

@@ -7,10 +7,10 @@
 
 #include "harness/comm/topology.h"
 #include "harness/driver/driver.h"
+#include "harness/pipeline/pipeline_step.h"
 #include "harness/predict/simulate.h"
 #include "harness/predict/sweep.h"
-#include "harness/zero/layer_compute.h"
-#include "harness/zero/pipeline_step.h"
+#include "harness/stage/layer_compute.h"
 #include "harness/zero/zero_step.h"
 
 namespace zb {

@@ -10,7 +10,7 @@
 #include "harness/core/parse.h"
 #include "harness/driver/driver.h"
 #include "harness/driver/table.h"
-#include "harness/zero/pipeline_formula.h"
+#include "harness/plan/pipeline_formula.h"
 
 namespace {
 

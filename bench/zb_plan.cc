@@ -7,9 +7,9 @@
 #include "harness/core/dtype.h"
 #include "harness/core/files.h"
 #include "harness/driver/flags.h"
-#include "harness/zero/pipeline_formula.h"
-#include "harness/zero/pipeline_plan.h"
-#include "harness/zero/plan.h"
+#include "harness/plan/pipeline_formula.h"
+#include "harness/plan/pipeline_plan.h"
+#include "harness/plan/plan.h"
 
 namespace {
 

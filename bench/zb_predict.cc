@@ -8,10 +8,10 @@
 #include "bench/bench_names.h"
 #include "bench/predict_bench.h"
 #include "harness/core/files.h"
-#include "harness/predict/results.h"
-#include "harness/zero/pipeline_formula.h"
 #include "harness/driver/driver.h"
 #include "harness/driver/table.h"
+#include "harness/plan/pipeline_formula.h"
+#include "harness/predict/results.h"
 
 namespace {
 

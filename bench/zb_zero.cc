@@ -11,7 +11,7 @@
 #include "harness/core/files.h"
 #include "harness/driver/driver.h"
 #include "harness/driver/table.h"
-#include "harness/zero/state_formula.h"
+#include "harness/plan/state_formula.h"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include "harness/comm/node_traffic.h"
 #include "harness/core/stats.h"
 #include "harness/driver/node_window.h"
-#include "harness/zero/overlap.h"
-#include "harness/zero/state_formula.h"
+#include "harness/plan/state_formula.h"
+#include "harness/stage/overlap.h"
 
 namespace zb {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "harness/driver/driver.h"
-#include "harness/zero/layer_compute.h"
+#include "harness/stage/layer_compute.h"
 #include "harness/zero/zero_step.h"
 
 namespace zb {

@@ -3,9 +3,9 @@
 #pragma once
 
 #include "harness/comm/schedule_log.h"
-#include "harness/zero/layer_compute.h"
-#include "harness/zero/model.h"
-#include "harness/zero/pipeline_step.h"
+#include "harness/pipeline/pipeline_step.h"
+#include "harness/stage/layer_compute.h"
+#include "harness/stage/model.h"
 #include "harness/zero/zero_step.h"
 
 namespace zb {

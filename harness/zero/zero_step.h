@@ -12,10 +12,10 @@
 #include "harness/compute/compute.h"
 #include "harness/core/memory_tracker.h"
 #include "harness/core/trace.h"
-#include "harness/zero/compute_waits.h"
-#include "harness/zero/layer_compute.h"
-#include "harness/zero/model.h"
-#include "harness/zero/stage.h"
+#include "harness/stage/compute_waits.h"
+#include "harness/stage/layer_compute.h"
+#include "harness/stage/model.h"
+#include "harness/stage/stage.h"
 
 namespace zb {
 

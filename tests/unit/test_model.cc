@@ -1,9 +1,9 @@
 // Model sizes, the padded flat layout, compute specs and the overlap formula.
 #include <gtest/gtest.h>
 
-#include "harness/zero/layer_compute.h"
-#include "harness/zero/model.h"
-#include "harness/zero/overlap.h"
+#include "harness/stage/layer_compute.h"
+#include "harness/stage/model.h"
+#include "harness/stage/overlap.h"
 
 TEST(Model, UniformSpreadsTheRemainder) {
   zb::ModelSpec m;

@@ -1,8 +1,8 @@
 // Unit tests of the offload formulas: what each mode moves to host and copies per step, by hand.
 #include <gtest/gtest.h>
 
-#include "harness/zero/offload_formula.h"
-#include "harness/zero/state_formula.h"
+#include "harness/plan/offload_formula.h"
+#include "harness/plan/state_formula.h"
 
 namespace zb {
 namespace {

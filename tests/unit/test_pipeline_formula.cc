@@ -2,7 +2,7 @@
 // gradient memory of the accumulation buffer against the shard and its two slots.
 #include <gtest/gtest.h>
 
-#include "harness/zero/pipeline_formula.h"
+#include "harness/plan/pipeline_formula.h"
 
 namespace zb {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "harness/zero/pipeline_schedule.h"
+#include "harness/pipeline/pipeline_schedule.h"
 
 namespace zb {
 namespace {

@@ -1,7 +1,7 @@
 // Unit tests of the ZeRO formulas against the article's numbers, computed by hand.
 #include <gtest/gtest.h>
 
-#include "harness/zero/state_formula.h"
+#include "harness/plan/state_formula.h"
 
 namespace zb {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "harness/zero/stage.h"
+#include "harness/stage/stage.h"
 
 namespace zb {
 

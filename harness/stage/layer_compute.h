@@ -6,7 +6,7 @@
 #include <string>
 
 #include "harness/compute/compute.h"
-#include "harness/zero/model.h"
+#include "harness/stage/model.h"
 
 namespace zb {
 

@@ -1,7 +1,7 @@
 // Offload formulas: host bytes, freed device bytes and PCIe bytes per step, per stage and mode.
-#include "harness/zero/offload_formula.h"
+#include "harness/plan/offload_formula.h"
 
-#include "harness/zero/state_formula.h"
+#include "harness/plan/state_formula.h"
 
 namespace zb {
 

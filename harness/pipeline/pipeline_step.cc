@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "harness/zero/pipeline_step.h"
+#include "harness/pipeline/pipeline_step.h"
 
 namespace zb {
 

@@ -1,5 +1,5 @@
 // ZeRO state and traffic formulas: bytes per parameter, volume per step, ring wire bytes.
-#include "harness/zero/state_formula.h"
+#include "harness/plan/state_formula.h"
 
 namespace zb {
 

@@ -15,10 +15,11 @@
 #include "harness/compute/compute.h"
 #include "harness/core/memory_tracker.h"
 #include "harness/core/trace.h"
-#include "harness/zero/compute_waits.h"
-#include "harness/zero/layer_compute.h"
-#include "harness/zero/model.h"
-#include "harness/zero/pipeline_schedule.h"
+#include "harness/pipeline/pipeline_layout.h"
+#include "harness/pipeline/pipeline_schedule.h"
+#include "harness/stage/compute_waits.h"
+#include "harness/stage/layer_compute.h"
+#include "harness/stage/model.h"
 #include "harness/zero/zero_step.h"
 
 namespace zb {
@@ -31,17 +32,6 @@ struct PipelineConfig {
   PipelineShape shape;
   bool corrupt = false;  // test only: perturb one gradient element of the first step
 };
-
-// This rank's share of the model: the layers of its chunks (chunk c is virtual stage c * P + p)
-// and their flat layout, whose units (gradient buckets) never cross a chunk.
-struct PipelineLayout {
-  std::vector<int> layers;  // local layer -> layer of the whole model; chunk 0's first
-  FlatLayout flat;          // over the local layers
-  std::vector<std::pair<int, int>> chunk_units;  // [first, end) units of each chunk
-  std::vector<std::pair<int, int>> virtual_layers;  // [first, end) model layers per virtual stage
-};
-Status make_pipeline_layout(const ModelSpec& model, const PipelineShape& shape, uint64_t bucket_elems,
-                            int ranks, int pad_to, PipelineLayout* out);
 
 class PipelineStep {
  public:

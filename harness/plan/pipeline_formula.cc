@@ -1,7 +1,7 @@
 // Pipeline ZeRO formulas: what micro-batch accumulation does to each stage's traffic and memory.
-#include "harness/zero/pipeline_formula.h"
+#include "harness/plan/pipeline_formula.h"
 
-#include "harness/zero/state_formula.h"
+#include "harness/plan/state_formula.h"
 
 namespace zb {
 

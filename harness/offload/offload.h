@@ -14,8 +14,8 @@
 #include "harness/compute/copy_engine.h"
 #include "harness/core/memory_tracker.h"
 #include "harness/core/trace.h"
-#include "harness/zero/layer_compute.h"
-#include "harness/zero/model.h"
+#include "harness/stage/layer_compute.h"
+#include "harness/stage/model.h"
 #include "harness/zero/zero_step.h"
 
 namespace zb {

@@ -1,5 +1,5 @@
 // Pipeline schedules: Megatron's 1F1B orders and a replay of the whole pipeline for the idle slots.
-#include "harness/zero/pipeline_schedule.h"
+#include "harness/pipeline/pipeline_schedule.h"
 
 #include <algorithm>
 #include <string>

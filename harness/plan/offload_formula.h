@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "harness/compute/optimizer_config.h"
-#include "harness/zero/stage.h"
+#include "harness/stage/stage.h"
 
 namespace zb {
 

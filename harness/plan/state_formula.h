@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "harness/compute/optimizer_config.h"
-#include "harness/zero/stage.h"
+#include "harness/stage/stage.h"
 
 namespace zb {
 

@@ -1,5 +1,5 @@
 // Model: layer sizes from flags, and the padded flat layout of units.
-#include "harness/zero/model.h"
+#include "harness/stage/model.h"
 
 #include <algorithm>
 #include <cmath>

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "harness/core/clock.h"
-#include "harness/zero/offload.h"
+#include "harness/offload/offload.h"
 #include "kernels/synthetic.h"
 
 namespace zb {

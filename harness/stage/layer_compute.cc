@@ -1,5 +1,5 @@
 // Layer compute: sleep, spin or GEMM per layer, on the rank's compute engine.
-#include "harness/zero/layer_compute.h"
+#include "harness/stage/layer_compute.h"
 
 #include <sys/prctl.h>
 

@@ -1,10 +1,10 @@
 // zb_plan's pipeline rows: per-GPU memory and traffic under micro-batch accumulation.
-#include "harness/zero/pipeline_plan.h"
+#include "harness/plan/pipeline_plan.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "harness/zero/pipeline_formula.h"
+#include "harness/plan/pipeline_formula.h"
 
 namespace zb {
 

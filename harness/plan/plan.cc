@@ -1,5 +1,5 @@
 // Layout planning: validation, per-stage memory and traffic per GPU, table and JSON output.
-#include "harness/zero/plan.h"
+#include "harness/plan/plan.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,5 +1,5 @@
 // Compute waiting for communication, timed on the host or between marks on the engine.
-#include "harness/zero/compute_waits.h"
+#include "harness/stage/compute_waits.h"
 
 #include "harness/core/clock.h"
 

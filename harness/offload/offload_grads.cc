@@ -7,8 +7,8 @@
 #include <string>
 
 #include "harness/core/clock.h"
-#include "harness/zero/offload.h"
-#include "harness/zero/pipeline_step.h"
+#include "harness/offload/offload.h"
+#include "harness/pipeline/pipeline_step.h"
 #include "kernels/accumulate.h"
 
 namespace zb {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/zero/plan.h"
+#include "harness/plan/plan.h"
 
 namespace zb {
 

@@ -1,5 +1,5 @@
 // The stage table: each stage's sharding rule, in one place.
-#include "harness/zero/stage.h"
+#include "harness/stage/stage.h"
 
 namespace zb {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "harness/core/dtype.h"
 #include "harness/core/status.h"
-#include "harness/zero/offload_formula.h"
-#include "harness/zero/state_formula.h"
+#include "harness/plan/offload_formula.h"
+#include "harness/plan/state_formula.h"
 
 namespace zb {
 
