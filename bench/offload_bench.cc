@@ -150,7 +150,7 @@ Status run_offload_grads(Run& run, Compute& compute, const OffloadBenchSetup& se
     std::vector<Segment> segs = g->check_segments();
     CheckState got, want;
     ZB_RETURN_IF_ERROR(g->state_to_host(segs, &got));
-    ZeroConfig ref;
+    StageConfig ref;
     ref.optimizer = c.optimizer;
     ref.grad_dtype = c.grad_dtype;
     ZB_RETURN_IF_ERROR(reference_state(ref, n * c.microbatches, g->steps_done(), segs, g->optimizer_compute(), &want));

@@ -10,14 +10,11 @@
 
 namespace zb {
 
-struct StepSetup {
-  Stage stage = Stage::dp;
-  OptimizerConfig optimizer;
-  DType grad_dtype = DType::bf16;
+// The stage, optimizer, gradients' type and test fault (StageConfig), and the step's size.
+struct StepSetup : StageConfig {
   uint64_t params = 0;
   int buckets = 1;        // the reduction and the gather run as this many collectives
   bool check = true;
-  bool corrupt = false;   // test only: perturb one gradient element of the check's first step
 };
 
 struct StepResult {

@@ -123,7 +123,7 @@ Status run_pipeline_benchmark(Run& run, Compute& compute, const PipelineBenchSet
     CheckState got, want;
     ZB_RETURN_IF_ERROR(p->state_to_host(segs, &got));
     // The reference sums M * N contributions per step: micro-batch m of rank r is rank m * N + r.
-    ZeroConfig ref;
+    StageConfig ref;
     ref.optimizer = config.optimizer;
     ref.grad_dtype = config.grad_dtype;
     ZB_RETURN_IF_ERROR(reference_state(ref, n * config.shape.microbatches, p->steps_done(), segs, compute, &want));

@@ -16,7 +16,7 @@
 #include "harness/core/trace.h"
 #include "harness/stage/layer_compute.h"
 #include "harness/stage/model.h"
-#include "harness/zero/zero_step.h"
+#include "harness/stage/stage_state.h"
 
 namespace zb {
 
@@ -39,9 +39,6 @@ struct OffloadTimes {
   CopyStats copies;
 };
 
-// The host side of the offload: pinned memory where a GPU copies, plain host memory on CPUs.
-inline MemKind offload_host_kind(MemKind device) { return device == MemKind::device ? MemKind::pinned : MemKind::host; }
-
 class OffloadGrads {
  public:
   // One unit per chunk (chunks split the layers as evenly as whole layers allow), padded so
@@ -54,7 +51,7 @@ class OffloadGrads {
   // then the optimizer on the host shard (or on the device) and the weights' all-gather.
   Status step();
   const OffloadTimes& last() const { return times_; }
-  int64_t steps_done() const { return step_; }
+  int64_t steps_done() const { return state_->step(); }
 
   // Each alone and waited for, on the largest chunk (the yardsticks of the hide condition).
   // They overwrite the gradients: run them after the check.
@@ -63,49 +60,50 @@ class OffloadGrads {
   Status accumulate_alone();
   uint64_t largest_block() const;
 
-  const FlatLayout& layout() const { return layout_; }
-  uint64_t slot_bytes() const { return slot_bytes_; }
-  int64_t measured_device_bytes() const { return measured_device_; }  // the slots
-  int64_t measured_host_bytes() const { return measured_host_; }      // shard, staging, host optimizer
-  double host_state_bytes() const { return double(host_tracker_.resident_state_bytes() + host_tracker_.bytes(MemCategory::transient)); }
-  Compute& optimizer_compute() { return config_.optimizer_on_host ? *host_compute_ : compute_; }
+  const StageState& state() const { return *state_; }
+  const FlatLayout& layout() const { return state_->layout(); }
+  uint64_t slot_bytes() const { return state_->max_unit() * dtype_size(config_.grad_dtype); }
+  // The slots, measured alone: what the offload leaves of the gradients on the device.
+  int64_t measured_device_bytes() const { return state_->grad_bytes_measured(); }
+  int64_t measured_host_bytes() const { return state_->host_bytes_measured() + measured_staging_; }
+  double host_state_bytes() const {
+    const MemoryTracker& host = state_->host_tracker();
+    return double(host.resident_state_bytes() + host.bytes(MemCategory::transient));
+  }
+  Compute& optimizer_compute() { return state_->optimizer_compute(); }
   CopyEngine& engine() { return *engine_; }
   Trace& trace() { return trace_; }
 
-  std::vector<Segment> check_segments() const;
-  Status state_to_host(const std::vector<Segment>& segments, CheckState* out) const;
+  std::vector<Segment> check_segments() const { return state_->check_segments(); }
+  Status state_to_host(const std::vector<Segment>& segments, CheckState* out) const {
+    return state_->to_host(segments, out);
+  }
 
  private:
-  OffloadGrads(Communicator& comm, Compute& compute, const OffloadConfig& config)
-      : comm_(comm), compute_(compute), config_(config), device_tracker_(compute.kind()),
-        host_tracker_(offload_host_kind(compute.kind())), rank_(comm.rank()), ranks_(comm.size()) {}
-  Status allocate();
-  Status init_weights();
+  OffloadGrads(Communicator& comm, Compute& compute, const OffloadConfig& config, std::unique_ptr<StageState> state)
+      : comm_(comm), compute_(compute), config_(config), state_(std::move(state)), layout_(state_->layout()),
+        rank_(state_->place().shard_rank), ranks_(state_->place().ranks) {}
+  Status allocate_staging();
   Status wait_slot(int slot);
   Status backward_chunk(int chunk, int microbatch, int fill);
   Status optimizer_on_host();
   Status optimizer_on_device();
-  char* at(const Buffer& b, uint64_t elems) const { return b.as<char>() + elems * dtype_size(config_.grad_dtype); }
 
   Communicator& comm_;
   Compute& compute_;
   OffloadConfig config_;
-  FlatLayout layout_;
-  MemoryTracker device_tracker_, host_tracker_;
-  std::unique_ptr<Compute> host_compute_;  // CPU kernels on the host shard
+  // z2's state with the gradient shard (and the optimizer state, when it runs there) on the
+  // host, and S slots of the largest chunk on the device.
+  std::unique_ptr<StageState> state_;
+  const FlatLayout& layout_;  // the state's: one unit per chunk
   int rank_, ranks_;
-  int64_t step_ = 0, measured_device_ = 0, measured_host_ = 0;
-  uint64_t slot_bytes_ = 0, max_unit_ = 0;
-  Buffer weights_;                      // whole BF16 weights on the device
-  std::vector<Buffer> slot_, staging_;  // device slots; host blocks a copy lands in before its add
+  int64_t measured_staging_ = 0;
+  std::vector<Buffer> staging_;                // host blocks a copy lands in before its add
   std::vector<CopyEngine::Ticket> slot_free_;  // per slot: the copy of its last fill
   std::vector<Event> slot_reduced_;            // per slot: the reduce-scatter of its last fill
-  Buffer shard_;                        // host: this rank's gradient shard
-  Buffer master_, m_, v_, own_weights_;  // optimizer state (host or device); host: updated BF16 block
   OffloadTimes times_;
   LayerCompute* chunk_compute_ = nullptr;
   Trace trace_;
-  bool corrupted_ = false;
   // Last, so it is destroyed first: its thread finishes the jobs still queued on the buffers.
   std::unique_ptr<CopyEngine> engine_;
 };

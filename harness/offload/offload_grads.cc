@@ -8,7 +8,7 @@
 
 #include "harness/core/clock.h"
 #include "harness/offload/offload.h"
-#include "harness/pipeline/pipeline_step.h"
+#include "harness/pipeline/pipeline_layout.h"
 #include "kernels/accumulate.h"
 
 namespace zb {
@@ -24,75 +24,45 @@ Status OffloadGrads::create(Communicator& comm, Compute& compute, const ModelSpe
   PipelineLayout lay;
   // A bucket larger than any chunk: one unit per chunk, padded to a multiple of N.
   ZB_RETURN_IF_ERROR(make_pipeline_layout(model, shape, uint64_t(1) << 62, comm.size(), comm.size(), &lay));
-  auto g = std::unique_ptr<OffloadGrads>(new OffloadGrads(comm, compute, config));
-  g->layout_ = std::move(lay.flat);
-  for (const Unit& u : g->layout_.units) g->max_unit_ = std::max(g->max_unit_, u.padded);
-  ZB_RETURN_IF_ERROR(Compute::create(MemKind::host, config.host_threads, &g->host_compute_));
+  // ZeRO-2's state: whole weights on the device, the gradient shard on the host.
+  StageConfig stage;
+  stage.stage = Stage::z2;
+  stage.optimizer = config.optimizer;
+  stage.grad_dtype = config.grad_dtype;
+  stage.corrupt = config.corrupt;
+  Placement where;
+  where.grads_on_host = true;
+  where.optimizer_on_host = config.optimizer_on_host;
+  where.host_threads = config.host_threads;
+  where.slots = config.slots;
+  std::unique_ptr<StageState> state;
+  ZB_RETURN_IF_ERROR(StageState::create(comm, compute, stage, std::move(lay.flat), where, &state));
+  auto g = std::unique_ptr<OffloadGrads>(new OffloadGrads(comm, compute, config, std::move(state)));
   ZB_RETURN_IF_ERROR(CopyEngine::create(compute.kind(), &g->engine_));
   // Each reduce-scatter's start and end, for the time the offload path was busy (the MPI
   // backend's communication thread reads the clock; NCCL's leaves them unset).
   comm.set_record_times(true);
-  ZB_RETURN_IF_ERROR(g->allocate());
-  ZB_RETURN_IF_ERROR(g->init_weights());
+  ZB_RETURN_IF_ERROR(g->allocate_staging());
   *out = std::move(g);
   return Status::ok();
 }
 
-// The slots alone are what the offload leaves of the gradients on the device: measured by
-// themselves. The host side (shard, staging blocks, and the optimizer state when it runs
-// there) is measured by the resident set, pinned pages included.
-Status OffloadGrads::allocate() {
-  const size_t g = dtype_size(config_.grad_dtype);
-  const uint64_t shard = layout_.shard(), block = max_unit_ / uint64_t(ranks_);
-  const int S = config_.slots;
-  ZB_RETURN_IF_ERROR(device_tracker_.allocate(MemCategory::weights, layout_.padded * 2, &weights_));
-  if (!config_.optimizer_on_host) {
-    ZB_RETURN_IF_ERROR(device_tracker_.allocate(MemCategory::master, shard * 4, &master_));
-    ZB_RETURN_IF_ERROR(device_tracker_.allocate(MemCategory::moments, shard * 4, &m_));
-    if (config_.optimizer.kind == Optimizer::adam)
-      ZB_RETURN_IF_ERROR(device_tracker_.allocate(MemCategory::moments, shard * 4, &v_));
-  }
-  slot_bytes_ = max_unit_ * g;
-  slot_.resize(size_t(S));
-  slot_free_.assign(size_t(S), 0);
-  slot_reduced_.assign(size_t(S), Event());
+// With more than one micro-batch a copied block lands in a host staging block before it is
+// added into the shard: host memory, measured with the state's host side.
+Status OffloadGrads::allocate_staging() {
+  const size_t S = size_t(config_.slots);
+  staging_.resize(S);
+  slot_free_.assign(S, 0);
+  slot_reduced_.assign(S, Event());
+  if (config_.microbatches == 1) return Status::ok();
+  const uint64_t bytes = state_->max_unit() / uint64_t(ranks_) * dtype_size(config_.grad_dtype);
   int64_t before = 0, after = 0;
-  ZB_RETURN_IF_ERROR(used_memory_bytes(compute_.kind(), &before));
-  for (Buffer& b : slot_) ZB_RETURN_IF_ERROR(device_tracker_.allocate(MemCategory::grads, slot_bytes_, &b));
-  ZB_RETURN_IF_ERROR(used_memory_bytes(compute_.kind(), &after));
-  measured_device_ = after - before;
-
   ZB_RETURN_IF_ERROR(used_memory_bytes(MemKind::host, &before));
-  ZB_RETURN_IF_ERROR(host_tracker_.allocate(MemCategory::grads, shard * g, &shard_));
-  staging_.resize(size_t(S));
-  if (config_.microbatches > 1)
-    for (Buffer& b : staging_) ZB_RETURN_IF_ERROR(host_tracker_.allocate(MemCategory::transient, block * g, &b));
-  if (config_.optimizer_on_host) {
-    ZB_RETURN_IF_ERROR(host_tracker_.allocate(MemCategory::master, shard * 4, &master_));
-    ZB_RETURN_IF_ERROR(host_tracker_.allocate(MemCategory::moments, shard * 4, &m_));
-    if (config_.optimizer.kind == Optimizer::adam)
-      ZB_RETURN_IF_ERROR(host_tracker_.allocate(MemCategory::moments, shard * 4, &v_));
-    ZB_RETURN_IF_ERROR(host_tracker_.allocate(MemCategory::weights, shard * 2, &own_weights_));
-  }
+  for (Buffer& b : staging_)
+    ZB_RETURN_IF_ERROR(state_->host_tracker().allocate(MemCategory::transient, bytes, &b));
   ZB_RETURN_IF_ERROR(used_memory_bytes(MemKind::host, &after));
-  measured_host_ = after - before;
+  measured_staging_ = after - before;
   return Status::ok();
-}
-
-// zb_zero's initial values: whole BF16 weights everywhere, the FP32 master of this rank's
-// block of every unit, on whichever engine runs the optimizer.
-Status OffloadGrads::init_weights() {
-  Compute& opt = optimizer_compute();
-  Buffer scratch_master, scratch_w;
-  ZB_RETURN_IF_ERROR(Buffer::allocate(compute_.kind(), max_unit_ * 4, &scratch_master));
-  ZB_RETURN_IF_ERROR(Buffer::allocate(opt.kind(), max_unit_ * 2, &scratch_w));
-  for (const Unit& u : layout_.units) {
-    ZB_RETURN_IF_ERROR(compute_.init_weights(scratch_master.as<float>(), weights_.as<Bf16>() + u.offset, u.padded, u.offset));
-    ZB_RETURN_IF_ERROR(opt.init_weights(master_.as<float>() + layout_.shard_offset(u), scratch_w.as<Bf16>(),
-                                        layout_.block(u), layout_.own_offset(u, rank_)));
-  }
-  ZB_RETURN_IF_ERROR(opt.synchronize());
-  return compute_.synchronize();
 }
 
 static std::string fill_args(int fill, int slot, int chunk, int microbatch) {
@@ -101,7 +71,7 @@ static std::string fill_args(int fill, int slot, int chunk, int microbatch) {
 }
 
 Status OffloadGrads::step() {
-  ++step_;
+  state_->begin_step();
   times_ = OffloadTimes();
   engine_->take_stats();
   const size_t first_collective = comm_.traffic().size();
@@ -118,7 +88,6 @@ Status OffloadGrads::step() {
   const std::vector<CollRecord> log = comm_.traffic().records();
   for (size_t i = first_collective; i < log.size(); ++i)
     if (log[i].op == Coll::reduce_scatter) times_.reduce_s += log[i].start_s < 0 ? NAN : log[i].end_s - log[i].start_s;
-  corrupted_ = false;
   ZB_RETURN_IF_ERROR(config_.optimizer_on_host ? optimizer_on_host() : optimizer_on_device());
   times_.copies = engine_->take_stats();
   return Status::ok();
@@ -152,20 +121,15 @@ Status OffloadGrads::backward_chunk(int chunk, int microbatch, int fill) {
   const uint64_t block = layout_.block(u);
   const DType gd = config_.grad_dtype;
   const size_t g = dtype_size(gd);
-  char* slot = slot_[size_t(s)].as<char>();
+  char* slot = state_->slot(size_t(s)).as<char>();
   const std::string args = fill_args(fill, s, chunk, microbatch);
   {
     TraceScope span(&trace_, "backward c" + std::to_string(chunk) + " mb" + std::to_string(microbatch), args);
     if (chunk_compute_) ZB_RETURN_IF_ERROR(chunk_compute_->forward(0));
     const int vrank = microbatch * ranks_ + rank_, vranks = config_.microbatches * ranks_;
-    ZB_RETURN_IF_ERROR(compute_.synthetic_grad(weights_.as<Bf16>() + u.offset, slot, gd, u.padded, u.offset, vrank,
-                                               vranks, step_));
-    if (config_.corrupt && step_ == 1 && !corrupted_) {
-      corrupted_ = true;
-      const float one = 1.0f;
-      const Bf16 one_bf16 = float_to_bf16(one);
-      ZB_RETURN_IF_ERROR(compute_.copy(slot, gd == DType::bf16 ? static_cast<const void*>(&one_bf16) : &one, g));
-    }
+    ZB_RETURN_IF_ERROR(compute_.synthetic_grad(state_->weights().as<Bf16>() + u.offset, slot, gd, u.padded, u.offset,
+                                               vrank, vranks, state_->step()));
+    ZB_RETURN_IF_ERROR(state_->plant_fault(slot));  // the first gradient of step 1, when asked
   }
   ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));
   char* own = slot + uint64_t(rank_) * block * g;
@@ -181,7 +145,7 @@ Status OffloadGrads::backward_chunk(int chunk, int microbatch, int fill) {
   } else {
     engine_->wait_for([this, reduced] { return comm_.wait(reduced); });
   }
-  char* dst = at(shard_, layout_.shard_offset(u));
+  char* dst = state_->grad_at(state_->grads().data(), layout_.shard_offset(u));
   const std::string what = " c" + std::to_string(chunk) + " mb" + std::to_string(microbatch);
   if (microbatch == 0) {  // the first micro-batch's block is the shard's first value
     slot_free_[size_t(s)] = engine_->copy(dst, own, block * g, CopyDir::d2h, "d2h" + what, args);
@@ -201,23 +165,20 @@ Status OffloadGrads::backward_chunk(int chunk, int microbatch, int fill) {
 // device on the copy engine and is all-gathered once it is there.
 Status OffloadGrads::optimizer_on_host() {
   const float scale = 1.0f / float(ranks_ * config_.microbatches);
+  Bf16* w = state_->weights().as<Bf16>();
   std::vector<CopyEngine::Ticket> copied;
   {
     TraceScope span(&trace_, "optimizer (host)");
     for (const Unit& u : layout_.units) {
-      const uint64_t so = layout_.shard_offset(u), block = layout_.block(u);
-      ZB_RETURN_IF_ERROR(host_compute_->update(config_.optimizer, at(shard_, so), config_.grad_dtype,
-                                               master_.as<float>() + so, m_.as<float>() + so,
-                                               v_.data() ? v_.as<float>() + so : nullptr, own_weights_.as<Bf16>() + so,
-                                               block, step_, scale));
-      copied.push_back(engine_->copy(weights_.as<Bf16>() + layout_.own_offset(u, rank_), own_weights_.as<Bf16>() + so,
-                                     block * 2, CopyDir::h2d, "h2d weights"));
+      ZB_RETURN_IF_ERROR(state_->update(u, scale));
+      copied.push_back(engine_->copy(w + layout_.own_offset(u, rank_),
+                                     state_->own_weights().as<Bf16>() + layout_.shard_offset(u),
+                                     layout_.block(u) * 2, CopyDir::h2d, "h2d weights"));
     }
   }
   for (size_t i = 0; i < layout_.units.size(); ++i) {
     const Unit& u = layout_.units[i];
     ZB_RETURN_IF_ERROR(engine_->wait(copied[i]));
-    Bf16* w = weights_.as<Bf16>();
     ZB_RETURN_IF_ERROR(comm_.all_gather(w + layout_.own_offset(u, rank_), w + u.offset, layout_.block(u), DType::bf16));
   }
   return comm_.synchronize();
@@ -227,66 +188,51 @@ Status OffloadGrads::optimizer_on_host() {
 // kernel updates the device's optimizer state.
 Status OffloadGrads::optimizer_on_device() {
   const float scale = 1.0f / float(ranks_ * config_.microbatches);
-  const DType gd = config_.grad_dtype;
+  const size_t g = dtype_size(config_.grad_dtype);
+  Bf16* w = state_->weights().as<Bf16>();
   for (size_t i = 0; i < layout_.units.size(); ++i) {
     const Unit& u = layout_.units[i];
-    const uint64_t so = layout_.shard_offset(u), block = layout_.block(u);
-    Buffer& slot = slot_[i % slot_.size()];
+    const uint64_t block = layout_.block(u);
+    const Buffer& slot = state_->slot(i % state_->slots());
+    const char* shard = state_->grad_at(state_->grads().data(), layout_.shard_offset(u));
     ZB_RETURN_IF_ERROR(engine_->after_compute(compute_.stream()));  // an earlier update may still read it
-    ZB_RETURN_IF_ERROR(engine_->wait(engine_->copy(slot.data(), at(shard_, so), block * dtype_size(gd), CopyDir::h2d,
-                                                   "h2d grads")));
+    ZB_RETURN_IF_ERROR(engine_->wait(engine_->copy(slot.data(), shard, block * g, CopyDir::h2d, "h2d grads")));
     TraceScope span(&trace_, "optimizer u" + std::to_string(i));
-    ZB_RETURN_IF_ERROR(compute_.update(config_.optimizer, slot.data(), gd, master_.as<float>() + so,
-                                       m_.as<float>() + so, v_.data() ? v_.as<float>() + so : nullptr,
-                                       weights_.as<Bf16>() + layout_.own_offset(u, rank_), block, step_, scale));
+    ZB_RETURN_IF_ERROR(state_->update(u, scale, slot.data()));
     ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));
-    Bf16* w = weights_.as<Bf16>();
     ZB_RETURN_IF_ERROR(comm_.all_gather(w + layout_.own_offset(u, rank_), w + u.offset, block, DType::bf16));
   }
   ZB_RETURN_IF_ERROR(comm_.synchronize());
   return compute_.synchronize();
 }
 
-uint64_t OffloadGrads::largest_block() const { return max_unit_ / uint64_t(ranks_); }
+uint64_t OffloadGrads::largest_block() const { return state_->max_unit() / uint64_t(ranks_); }
 
 Status OffloadGrads::reduce_alone() {
-  char* slot = slot_[0].as<char>();
+  char* slot = state_->slot(0).as<char>();
   const uint64_t block = largest_block();
-  ZB_RETURN_IF_ERROR(comm_.reduce_scatter(slot, slot + uint64_t(rank_) * block * dtype_size(config_.grad_dtype), block,
+  ZB_RETURN_IF_ERROR(comm_.reduce_scatter(slot, state_->grad_at(slot, uint64_t(rank_) * block), block,
                                           config_.grad_dtype));
   return comm_.synchronize();
 }
 
 Status OffloadGrads::copy_alone() {
   const size_t bytes = largest_block() * dtype_size(config_.grad_dtype);
-  void* dst = staging_[0].data() ? staging_[0].data() : shard_.data();
-  return engine_->wait(engine_->copy(dst, slot_[0].data(), bytes, CopyDir::d2h));
+  void* dst = staging_[0].data() ? staging_[0].data() : state_->grads().data();
+  return engine_->wait(engine_->copy(dst, state_->slot(0).data(), bytes, CopyDir::d2h));
 }
 
 Status OffloadGrads::accumulate_alone() {
   const uint64_t block = largest_block();
   const DType gd = config_.grad_dtype;
-  void* src = staging_[0].data() ? staging_[0].data() : shard_.data();
-  void* dst = shard_.data();
+  void* dst = state_->grads().data();
+  void* src = staging_[0].data() ? staging_[0].data() : dst;
   const int threads = config_.host_threads;
   if (src == dst) return Status::ok();  // one micro-batch: nothing is ever added
   return engine_->wait(engine_->host([=] {
     accumulate_cpu_threads(dst, src, gd, block, threads);
     return Status::ok();
   }));
-}
-
-std::vector<Segment> OffloadGrads::check_segments() const {
-  std::vector<Segment> segs;
-  for (const Unit& u : layout_.units) {
-    const uint64_t own = layout_.own_offset(u, rank_);
-    segs.push_back({own, own, layout_.shard_offset(u), layout_.block(u)});
-  }
-  return segs;
-}
-
-Status OffloadGrads::state_to_host(const std::vector<Segment>& segments, CheckState* out) const {
-  return copy_state_to_host(weights_, master_, segments, out);
 }
 
 }  // namespace zb

@@ -12,7 +12,7 @@
 namespace zb {
 
 Status PipelineStep::step() {
-  ++step_;
+  state_->begin_step();
   waits_.set_host_waits(layer_compute_ && layer_compute_->spec().kind == ComputeSpec::Kind::sleep);
   waits_.begin_step();
   if (schedule_) schedule_->step();
@@ -53,8 +53,7 @@ Status PipelineStep::forward(const PipeOp& op) {
     for (int u = first; u < end; ++u) ZB_RETURN_IF_ERROR(waits_.after(weights_ready_[size_t(u)]));
   const std::string name = "forward c" + std::to_string(op.chunk) + " mb" + std::to_string(op.microbatch);
   TraceScope span(&trace_, name, op_args(op.chunk, op.microbatch));
-  const FlatLayout& lay = layout_.flat;
-  for (int l = lay.units[size_t(first)].first_layer; l < lay.units[size_t(end) - 1].end_layer; ++l) {
+  for (int l = flat_.units[size_t(first)].first_layer; l < flat_.units[size_t(end) - 1].end_layer; ++l) {
     if (schedule_) schedule_->compute("forward", layout_.layers[size_t(l)]);
     if (computing() && layer_compute_) ZB_RETURN_IF_ERROR(layer_compute_->forward(layout_.layers[size_t(l)]));
   }
@@ -70,9 +69,9 @@ Status PipelineStep::backward(const PipeOp& op) {
   const auto [first, end] = layout_.chunk_units[size_t(op.chunk)];
   const bool last = op.microbatch == config_.shape.microbatches - 1;
   for (int u = end - 1; u >= first; --u) {
-    const Unit& unit = layout_.flat.units[size_t(u)];
+    const Unit& unit = flat_.units[size_t(u)];
     if (!model_.shards_grads()) {
-      void* grad = grad_at(grads_.data(), unit.offset);
+      void* grad = state_->grad_at(state_->grads().data(), unit.offset);
       ZB_RETURN_IF_ERROR(unit_backward(u, op.microbatch, grad, op.microbatch > 0));
       if (!last) continue;
       ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));  // it reads what compute wrote
@@ -83,9 +82,9 @@ Status PipelineStep::backward(const PipeOp& op) {
     next_slot_ ^= 1;
     ZB_RETURN_IF_ERROR(waits_.after(slot_free_[s]));
     if (!pending_.empty() && pending_.front().slot == s) ZB_RETURN_IF_ERROR(add_oldest_pending());
-    ZB_RETURN_IF_ERROR(unit_backward(u, op.microbatch, slot_[s].data(), false));
+    ZB_RETURN_IF_ERROR(unit_backward(u, op.microbatch, state_->slot(size_t(s)).data(), false));
     ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));
-    ZB_RETURN_IF_ERROR(reduce(u, op.microbatch, slot_[s].data()));
+    ZB_RETURN_IF_ERROR(reduce(u, op.microbatch, state_->slot(size_t(s)).data()));
     ZB_RETURN_IF_ERROR(comm_.record(&slot_free_[s]));
     pending_.push_back({s, u, op.microbatch});
   }
@@ -96,7 +95,7 @@ Status PipelineStep::backward(const PipeOp& op) {
 // for the exact sums, a rank folded with the micro-batch: micro-batch m of rank r contributes as
 // rank m * N + r of M * N would (kernels/synthetic.h keeps every partial sum of those exact).
 Status PipelineStep::unit_backward(int u, int microbatch, void* grad, bool accumulate) {
-  const Unit& unit = layout_.flat.units[size_t(u)];
+  const Unit& unit = flat_.units[size_t(u)];
   const int chunk = chunk_of(u);
   TraceScope span(&trace_, "backward c" + std::to_string(chunk) + " mb" + std::to_string(microbatch) + " u" +
                                std::to_string(u),
@@ -105,33 +104,23 @@ Status PipelineStep::unit_backward(int u, int microbatch, void* grad, bool accum
     for (int l = unit.end_layer - 1; l >= unit.first_layer; --l) schedule_->compute("backward", layout_.layers[size_t(l)]);
   if (!computing()) return Status::ok();
   const int vrank = microbatch * ranks_ + rank_, vranks = config_.shape.microbatches * ranks_;
-  const Bf16* w = weights_.as<Bf16>() + unit.offset;
+  const Bf16* w = state_->weights().as<Bf16>() + unit.offset;
   auto grads = [&](uint64_t off, uint64_t count) {
-    return accumulate ? compute_.synthetic_grad_accumulate(w + off, grad_at(grad, off), config_.grad_dtype, count,
-                                                           unit.offset + off, vrank, vranks, step_)
-                      : compute_.synthetic_grad(w + off, grad_at(grad, off), config_.grad_dtype, count,
-                                                unit.offset + off, vrank, vranks, step_);
+    char* to = state_->grad_at(grad, off);
+    const int64_t step = state_->step();
+    return accumulate ? compute_.synthetic_grad_accumulate(w + off, to, config_.grad_dtype, count, unit.offset + off,
+                                                           vrank, vranks, step)
+                      : compute_.synthetic_grad(w + off, to, config_.grad_dtype, count, unit.offset + off, vrank,
+                                                vranks, step);
   };
-  const FlatLayout& lay = layout_.flat;
   for (int l = unit.end_layer - 1; l >= unit.first_layer; --l) {
     if (layer_compute_) ZB_RETURN_IF_ERROR(layer_compute_->backward(layout_.layers[size_t(l)]));
-    uint64_t off = lay.layer_offset[size_t(l)] - unit.offset;
-    uint64_t end = l + 1 < unit.end_layer ? lay.layer_offset[size_t(l) + 1] - unit.offset : unit.params;
+    uint64_t off = flat_.layer_offset[size_t(l)] - unit.offset;
+    uint64_t end = l + 1 < unit.end_layer ? flat_.layer_offset[size_t(l) + 1] - unit.offset : unit.params;
     ZB_RETURN_IF_ERROR(grads(off, end - off));
   }
   if (unit.padded > unit.params) ZB_RETURN_IF_ERROR(grads(unit.params, unit.padded - unit.params));
-  return maybe_corrupt(grad);
-}
-
-// The fault the tests use to prove the check can fail: one element of this rank's first
-// backward of the first step is off.
-Status PipelineStep::maybe_corrupt(void* grad) {
-  if (!config_.corrupt || step_ != 1 || corrupted_) return Status::ok();
-  corrupted_ = true;
-  float one = 1.0f;
-  Bf16 one_bf16 = float_to_bf16(one);
-  const void* src = config_.grad_dtype == DType::bf16 ? static_cast<const void*>(&one_bf16) : &one;
-  return compute_.copy(grad, src, dtype_size(config_.grad_dtype));
+  return state_->plant_fault(grad);  // the first gradient of step 1, when asked
 }
 
 int PipelineStep::chunk_of(int unit) const {
@@ -151,12 +140,12 @@ void PipelineStep::label(int unit, int microbatch) {
 // else reduce-scattered into this rank's block of it.
 Status PipelineStep::reduce(int u, int microbatch, void* grad) {
   if (!communicating()) return Status::ok();
-  const Unit& unit = layout_.flat.units[size_t(u)];
+  const Unit& unit = flat_.units[size_t(u)];
   label(u, microbatch);
   const DType gd = config_.grad_dtype;
   if (model_.all_reduces()) return comm_.all_reduce(grad, grad, unit.padded, gd);
-  const uint64_t block = layout_.flat.block(unit);
-  return comm_.reduce_scatter(grad, grad_at(grad, uint64_t(rank_) * block), block, gd);
+  const uint64_t block = flat_.block(unit);
+  return comm_.reduce_scatter(grad, state_->grad_at(grad, uint64_t(rank_) * block), block, gd);
 }
 
 // The oldest reduced block goes into the shard: copied for a bucket's first micro-batch,
@@ -165,10 +154,10 @@ Status PipelineStep::add_oldest_pending() {
   const Pending p = pending_.front();
   pending_.pop_front();
   if (!computing()) return Status::ok();
-  const Unit& unit = layout_.flat.units[size_t(p.unit)];
-  const uint64_t block = layout_.flat.block(unit);
-  const void* src = grad_at(slot_[p.slot].data(), uint64_t(rank_) * block);
-  void* dst = grad_at(grads_.data(), layout_.flat.shard_offset(unit));
+  const Unit& unit = flat_.units[size_t(p.unit)];
+  const uint64_t block = flat_.block(unit);
+  const void* src = state_->grad_at(state_->slot(size_t(p.slot)).data(), uint64_t(rank_) * block);
+  void* dst = state_->grad_at(state_->grads().data(), flat_.shard_offset(unit));
   if (p.microbatch == 0) return compute_.copy(dst, src, block * dtype_size(config_.grad_dtype));
   return compute_.accumulate(dst, src, config_.grad_dtype, block);
 }
@@ -188,8 +177,7 @@ Status PipelineStep::optimizer() {
     ZB_RETURN_IF_ERROR(waits_.after(reduced));
   }
   ZB_RETURN_IF_ERROR(comm_.synchronize());
-  corrupted_ = false;
-  for (size_t i = 0; i < layout_.flat.units.size(); ++i) {
+  for (size_t i = 0; i < flat_.units.size(); ++i) {
     if (schedule_) schedule_->compute("update", int(i));
     if (computing()) ZB_RETURN_IF_ERROR(update_unit(i));
     if (model_.all_gathers() == 0 || !communicating()) continue;
@@ -200,30 +188,19 @@ Status PipelineStep::optimizer() {
 }
 
 Status PipelineStep::gather_unit(size_t i) {
-  const Unit& u = layout_.flat.units[i];
+  const Unit& u = flat_.units[i];
   label(int(i), -1);
-  Bf16* w = weights_.as<Bf16>();
-  const uint64_t block = layout_.flat.block(u);
+  Bf16* w = state_->weights().as<Bf16>();
+  const uint64_t block = flat_.block(u);
   ZB_RETURN_IF_ERROR(comm_.all_gather(w + u.offset + uint64_t(rank_) * block, w + u.offset, block, DType::bf16));
   return comm_.record(&weights_ready_[i]);
 }
 
-// Where a bucket's elements that this rank updates sit: its own block when the optimizer is
-// sharded (z1, z2), else the whole bucket (dp); in the optimizer state and the gradients, the
-// shard or the full vector as the stage keeps them. The reduced gradient is a sum over ranks
-// and micro-batches; the kernel averages it with its scale.
+// What this rank owns of a bucket, updated as the state keeps it (StageState::update). The
+// reduced gradient is a sum over ranks and micro-batches; the kernel averages it with its scale.
 Status PipelineStep::update_unit(size_t i) {
-  const Unit& u = layout_.flat.units[i];
-  const FlatLayout& lay = layout_.flat;
-  const bool own = model_.shards_optimizer();
-  const uint64_t flat = own ? lay.own_offset(u, rank_) : u.offset, count = own ? lay.block(u) : u.padded;
-  const uint64_t state = own ? lay.shard_offset(u) : u.offset;
-  const uint64_t grad = model_.shards_grads() ? lay.shard_offset(u) : flat;
   TraceScope span(&trace_, "optimizer u" + std::to_string(i), "\"unit\": " + std::to_string(i));
-  float* v = v_.data() ? v_.as<float>() + state : nullptr;
-  return compute_.update(config_.optimizer, grad_at(grads_.data(), grad), config_.grad_dtype,
-                         master_.as<float>() + state, m_.as<float>() + state, v, weights_.as<Bf16>() + flat,
-                         count, step_, 1.0f / float(ranks_ * config_.shape.microbatches));
+  return state_->update(flat_.units[i], 1.0f / float(ranks_ * config_.shape.microbatches));
 }
 
 // ---- Communication alone (the overlap figures' yardsticks), each waited for.
@@ -231,7 +208,8 @@ Status PipelineStep::update_unit(size_t i) {
 Status PipelineStep::reduce_chunk(int chunk) {
   const auto [first, end] = layout_.chunk_units[size_t(chunk)];
   for (int u = end - 1; u >= first; --u) {
-    void* grad = model_.shards_grads() ? slot_[0].data() : grad_at(grads_.data(), layout_.flat.units[size_t(u)].offset);
+    void* grad = model_.shards_grads() ? state_->slot(0).data()
+                                       : state_->grad_at(state_->grads().data(), flat_.units[size_t(u)].offset);
     ZB_RETURN_IF_ERROR(reduce(u, config_.shape.microbatches - 1, grad));
   }
   return comm_.synchronize();
@@ -239,7 +217,7 @@ Status PipelineStep::reduce_chunk(int chunk) {
 
 Status PipelineStep::gather_weights() {
   if (model_.all_gathers() == 0) return Status::ok();
-  for (size_t i = 0; i < layout_.flat.units.size(); ++i) ZB_RETURN_IF_ERROR(gather_unit(i));
+  for (size_t i = 0; i < flat_.units.size(); ++i) ZB_RETURN_IF_ERROR(gather_unit(i));
   return comm_.synchronize();
 }
 

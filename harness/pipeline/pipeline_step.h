@@ -13,30 +13,27 @@
 #include "harness/comm/communicator.h"
 #include "harness/comm/schedule_log.h"
 #include "harness/compute/compute.h"
-#include "harness/core/memory_tracker.h"
 #include "harness/core/trace.h"
 #include "harness/pipeline/pipeline_layout.h"
 #include "harness/pipeline/pipeline_schedule.h"
 #include "harness/stage/compute_waits.h"
 #include "harness/stage/layer_compute.h"
 #include "harness/stage/model.h"
-#include "harness/zero/zero_step.h"
+#include "harness/stage/stage_state.h"
 
 namespace zb {
 
-struct PipelineConfig {
-  Stage stage = Stage::z2;  // dp, z1 or z2 (is_pipeline_stage)
-  OptimizerConfig optimizer;
-  DType grad_dtype = DType::bf16;
+// The stage is dp, z1 or z2 (is_pipeline_stage).
+struct PipelineConfig : StageConfig {
+  PipelineConfig() { stage = Stage::z2; }
   uint64_t bucket_elems = 25ull << 20;  // gradient bucket, in parameters, within a chunk
   PipelineShape shape;
-  bool corrupt = false;  // test only: perturb one gradient element of the first step
 };
 
 class PipelineStep {
  public:
-  // Allocates the resident state through the tracker, measuring it (and the gradient memory
-  // alone) by resident-set growth or cudaMemGetInfo, then initialises the weights.
+  // Lays out this rank's chunks and builds the stage's state on them (stage_state.h), which
+  // measures the gradient memory alone too.
   static Status create(Communicator& comm, Compute& compute, const ModelSpec& model,
                        const PipelineConfig& config, std::unique_ptr<PipelineStep>* out);
 
@@ -52,7 +49,7 @@ class PipelineStep {
   Status step();    // the schedule's forwards and backwards, then the optimizer
   Status finish();  // waits for collectives still in flight (the weight gathers)
   Status reset();   // initial weights, zero moments, step 0: the start of a replay
-  int64_t steps_done() const { return step_; }
+  int64_t steps_done() const { return state_->step(); }
   // The last step's waits of compute for communication: all of them, and those after the last
   // backward (the reductions still running when backward ended).
   double last_exposed_s() const { return exposed_s_; }
@@ -66,24 +63,25 @@ class PipelineStep {
 
   const std::vector<PipeOp>& order() const { return order_; }
   const PipelineLayout& layout() const { return layout_; }
-  const MemoryTracker& tracker() const { return tracker_; }
-  int64_t measured_state_bytes() const { return measured_state_bytes_; }
-  int64_t measured_grad_bytes() const { return measured_grad_bytes_; }
-  uint64_t slot_elems() const { return max_unit_; }
+  const StageState& state() const { return *state_; }
+  const MemoryTracker& tracker() const { return state_->tracker(); }
+  int64_t measured_state_bytes() const { return state_->state_bytes_measured(); }
+  int64_t measured_grad_bytes() const { return state_->grad_bytes_measured(); }
+  uint64_t slot_elems() const { return state_->max_unit(); }
 
   Trace& trace() { return trace_; }
   // Every collective of the traffic log from `first` on as a span, labelled with its unit,
   // chunk, micro-batch and issue time (microseconds after `origin_s`).
   void add_comm_spans(size_t first, double origin_s);
 
-  std::vector<Segment> check_segments() const;
-  Status state_to_host(const std::vector<Segment>& segments, CheckState* out) const;
+  std::vector<Segment> check_segments() const { return state_->check_segments(); }
+  Status state_to_host(const std::vector<Segment>& segments, CheckState* out) const {
+    return state_->to_host(segments, out);
+  }
 
  private:
-  PipelineStep(Communicator& comm, Compute& compute, const PipelineConfig& config,
-               PipelineLayout layout);
-  Status allocate_state();
-  Status init_weights();
+  PipelineStep(Communicator& comm, Compute& compute, const PipelineConfig& config, PipelineLayout layout,
+               std::unique_ptr<StageState> state);
   Status idle(double seconds);
   Status forward(const PipeOp& op);
   Status backward(const PipeOp& op);
@@ -93,29 +91,23 @@ class PipelineStep {
   Status optimizer();
   Status update_unit(size_t unit);
   Status gather_unit(size_t unit);
-  Status maybe_corrupt(void* grad);
   void label(int unit, int microbatch);
   int chunk_of(int unit) const;
-  char* grad_at(void* base, uint64_t elems) const;
   bool computing() const { return mode_ != StepMode::comm_only; }
   bool communicating() const { return mode_ != StepMode::compute_only; }
 
   Communicator& comm_;
   Compute& compute_;
   PipelineConfig config_;
-  const StageModel& model_;
   PipelineLayout layout_;
+  std::unique_ptr<StageState> state_;
+  const StageModel& model_;  // the state's row
+  const FlatLayout& flat_;   // the state's layout: layout_.flat
   std::vector<PipeOp> order_;
   std::vector<double> idle_before_;
-  MemoryTracker tracker_;
-  int rank_, ranks_;
-  int64_t step_ = 0, measured_state_bytes_ = 0, measured_grad_bytes_ = 0;
-  uint64_t max_unit_ = 0;
-  Buffer weights_, grads_, master_, m_, v_;
-  Buffer slot_[2];       // z2: a unit's gradient of one micro-batch, reduce-scattered in place
-  Event slot_free_[2];   // its reduce-scatter is done
+  int rank_, ranks_;          // the state's own block and the ranks its sums cover
+  Event slot_free_[2];       // z2: the reduce-scatter of the state's slot is done
   int next_slot_ = 0;
-  bool corrupted_ = false;  // the test fault is in this step already
   struct Pending {
     int slot, unit, microbatch;
   };

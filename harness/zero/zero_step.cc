@@ -8,7 +8,7 @@
 namespace zb {
 
 Status ZeroStep::step() {
-  ++step_;
+  state_->begin_step();
   if (schedule_) schedule_->step();
   waits_.set_host_waits(layer_compute_ && layer_compute_->spec().kind == ComputeSpec::Kind::sleep);
   waits_.begin_step();
@@ -27,25 +27,6 @@ Status ZeroStep::step() {
 // in for it, by events on the stream around a GPU's stream wait).
 Status ZeroStep::compute_after(const Event& e) { return waits_.after(e); }
 
-// Where a unit's elements that this rank updates sit: in the flat vector (its own block when
-// the optimizer is sharded, else the whole unit), in the optimizer state, in the reduced
-// gradients and in the BF16 weights (each a shard or the full vector, as the stage keeps it).
-uint64_t ZeroStep::owned_flat(const Unit& u) const {
-  return model_.shards_optimizer() ? layout_.own_offset(u, shard_rank_) : u.offset;
-}
-uint64_t ZeroStep::owned_count(const Unit& u) const {
-  return model_.shards_optimizer() ? layout_.block(u) : u.padded;
-}
-uint64_t ZeroStep::state_offset(const Unit& u) const {
-  return model_.shards_optimizer() ? layout_.shard_offset(u) : u.offset;
-}
-uint64_t ZeroStep::grad_offset(const Unit& u) const {
-  return model_.shards_grads() ? layout_.shard_offset(u) : owned_flat(u);
-}
-uint64_t ZeroStep::weight_offset(const Unit& u) const {
-  return model_.shards_weights() ? layout_.shard_offset(u) : owned_flat(u);
-}
-
 // A unit's gradients from `src` into the gradient state: all-reduced whole where every rank
 // updates everything (dp), else reduce-scattered to the own block over the group the state is
 // sharded over: in place in the full gradients (z1), or from a transient slot into the
@@ -58,12 +39,12 @@ Status ZeroStep::reduce(const Unit& u, int unit, const void* src) {
     if (trace_.enabled()) log_unit_.resize(comm_.traffic().size() + 1, -1), log_unit_.back() = unit;
   };
   note_unit();
-  char* own = grad_at(grads_.data(), grad_offset(u));
+  char* own = state_->grad_at(state_->grads().data(), state_->grad_offset(u));
   if (model_.all_reduces()) {
-    ZB_RETURN_IF_ERROR(comm_.all_reduce(src, grad_at(grads_.data(), u.offset), u.padded, gd));
+    ZB_RETURN_IF_ERROR(comm_.all_reduce(src, state_->grad_at(state_->grads().data(), u.offset), u.padded, gd));
   } else {
     ZB_RETURN_IF_ERROR(comm_.reduce_scatter(src, own, layout_.block(u), gd, model_.optimizer_group()));
-    if (model_.reduces_across_nodes() && replicas_ > 1) {
+    if (model_.reduces_across_nodes() && place_.replicas > 1) {
       note_unit();
       ZB_RETURN_IF_ERROR(comm_.all_reduce(own, own, layout_.block(u), gd, Group::cross));
     }
@@ -81,15 +62,15 @@ Status ZeroStep::gather(int unit, Bf16* into, Event* done, bool backward) {
   if (mode_ == StepMode::compute_only) return Status::ok();
   if (trace_.enabled()) log_unit_.resize(comm_.traffic().size() + 1, -1), log_unit_.back() = unit;
   const Unit& u = layout_.units[size_t(unit)];
-  Bf16* w = weights_.as<Bf16>();
+  Bf16* w = state_->weights().as<Bf16>();
   if (backward && model_.node_weight_copy) {
-    const uint64_t part = u.padded / uint64_t(node_ranks_);
-    ZB_RETURN_IF_ERROR(comm_.all_gather(node_weights_.as<Bf16>() + u.offset / uint64_t(node_ranks_), into,
-                                        part, DType::bf16, Group::node));
+    const uint64_t part = u.padded / uint64_t(place_.node_ranks);
+    const Bf16* node_copy = state_->node_weights().as<Bf16>() + u.offset / uint64_t(place_.node_ranks);
+    ZB_RETURN_IF_ERROR(comm_.all_gather(node_copy, into, part, DType::bf16, Group::node));
   } else {
     Bf16* to = model_.shards_weights() ? into : w + u.offset;
     Group g = model_.shards_weights() ? model_.weight_group() : model_.optimizer_group();
-    ZB_RETURN_IF_ERROR(comm_.all_gather(w + weight_offset(u), to, layout_.block(u), DType::bf16, g));
+    ZB_RETURN_IF_ERROR(comm_.all_gather(w + state_->weight_offset(u), to, layout_.block(u), DType::bf16, g));
   }
   ZB_RETURN_IF_ERROR(comm_.record(done));
   return config_.overlap ? Status::ok() : compute_after(*done);
@@ -137,11 +118,11 @@ Status ZeroStep::issue_gathers(size_t pos) {
 // A copy on the compute engine, after the gather it reads; no communication.
 Status ZeroStep::keep_node_copy(size_t pos, const Bf16* gathered) {
   const Unit& u = layout_.units[pos];
-  const uint64_t part = u.padded / uint64_t(node_ranks_);
+  const uint64_t part = u.padded / uint64_t(place_.node_ranks);
   ++copies_done_;
   if (!computing()) return Status::ok();
-  return compute_.copy(node_weights_.as<Bf16>() + u.offset / uint64_t(node_ranks_),
-                       gathered + uint64_t(node_rank_) * part, part * 2);
+  return compute_.copy(state_->node_weights().as<Bf16>() + u.offset / uint64_t(place_.node_ranks),
+                       gathered + uint64_t(place_.node_rank) * part, part * 2);
 }
 
 Status ZeroStep::forward() {
@@ -170,25 +151,15 @@ Status ZeroStep::layer_backward(const Unit& u, int l, const Bf16* weights, void*
   if (layer_compute_) ZB_RETURN_IF_ERROR(layer_compute_->backward(l));
   uint64_t off = layout_.layer_offset[size_t(l)] - u.offset;
   uint64_t end = l + 1 < u.end_layer ? layout_.layer_offset[size_t(l) + 1] - u.offset : u.params;
-  return compute_.synthetic_grad(weights + off, grad_at(grad, off), config_.grad_dtype, end - off,
-                                 u.offset + off, rank_, ranks_, step_);
+  return compute_.synthetic_grad(weights + off, state_->grad_at(grad, off), config_.grad_dtype, end - off,
+                                 u.offset + off, place_.rank, place_.ranks, state_->step());
 }
 
 Status ZeroStep::padding_grad(const Unit& u, const Bf16* weights, void* grad) {
   if (!computing() || u.padded == u.params) return Status::ok();
-  return compute_.synthetic_grad(weights + u.params, grad_at(grad, u.params), config_.grad_dtype,
-                                 u.padded - u.params, u.offset + u.params, rank_, ranks_, step_);
-}
-
-// The fault the tests use to prove the reference check can fail: one element off.
-Status ZeroStep::maybe_corrupt(void* grad) {
-  if (!config_.corrupt || step_ != 1) return Status::ok();
-  float one = 1.0f;
-  Bf16 one_bf16 = float_to_bf16(one);
-  const void* src = config_.grad_dtype == DType::bf16 ? static_cast<const void*>(&one_bf16) : &one;
-  // On the compute stream, so the reduction that follows is ordered after it like any
-  // gradient write (the host value is consumed before the call returns).
-  return compute_.copy(grad, src, dtype_size(config_.grad_dtype));
+  return compute_.synthetic_grad(weights + u.params, state_->grad_at(grad, u.params), config_.grad_dtype,
+                                 u.padded - u.params, u.offset + u.params, place_.rank, place_.ranks,
+                                 state_->step());
 }
 
 // Backward in reverse; each unit's reduction is issued the moment its gradients are
@@ -199,17 +170,17 @@ Status ZeroStep::backward() {
   for (size_t pos = 0; pos < units.size(); ++pos) {
     const int unit = int(units.size() - 1 - pos);
     const Unit& u = units[size_t(unit)];
-    Bf16* w = weights_.as<Bf16>() + u.offset;
-    void* grad = grad_at(grads_.data(), u.offset);
+    Bf16* w = state_->weights().as<Bf16>() + u.offset;
+    void* grad = state_->grad_at(state_->grads().data(), u.offset);
     const bool slotted = model_.shards_grads();
     if (model_.shards_weights()) ZB_RETURN_IF_ERROR(gathered_weights(units.size() + pos, &w));
     if (slotted) {
       ZB_RETURN_IF_ERROR(compute_after(slot_free_[pos % 2]));
-      grad = slot_[pos % 2].data();
+      grad = state_->slot(pos % 2).data();
     }
     for (int l = u.end_layer - 1; l >= u.first_layer; --l) ZB_RETURN_IF_ERROR(layer_backward(u, l, w, grad));
     ZB_RETURN_IF_ERROR(padding_grad(u, w, grad));
-    if (pos == 0) ZB_RETURN_IF_ERROR(maybe_corrupt(grad));
+    ZB_RETURN_IF_ERROR(state_->plant_fault(grad));  // the first gradient of step 1, when asked
     ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));  // it reads what compute wrote
     ZB_RETURN_IF_ERROR(reduce(u, unit, grad));
     if (slotted) ZB_RETURN_IF_ERROR(comm_.record(&slot_free_[pos % 2]));
@@ -244,12 +215,7 @@ Status ZeroStep::update_unit(size_t i) {
   TraceScope span(&trace_, "optimizer U" + std::to_string(i), "\"unit\": " + std::to_string(i));
   if (schedule_) schedule_->compute("update", int(i));
   if (!computing()) return Status::ok();
-  const uint64_t so = state_offset(u);
-  float* v = v_.data() ? v_.as<float>() + so : nullptr;
-  return compute_.update(config_.optimizer, grad_at(grads_.data(), grad_offset(u)), config_.grad_dtype,
-                         master_.as<float>() + so, m_.as<float>() + so, v,
-                         weights_.as<Bf16>() + weight_offset(u), owned_count(u), step_,
-                         1.0f / float(ranks_));
+  return state_->update(u, 1.0f / float(place_.ranks));
 }
 
 // ---- The optimizer step by itself (zb_optimizer): no overlap, each part waited for.
@@ -257,7 +223,7 @@ Status ZeroStep::update_unit(size_t i) {
 Status ZeroStep::local_gradient(void* full_grad) {
   for (size_t i = 0; i < layout_.units.size(); ++i) {
     const Unit& u = layout_.units[i];
-    const Bf16* w = weights_.as<Bf16>() + u.offset;
+    const Bf16* w = state_->weights().as<Bf16>() + u.offset;
     if (model_.shards_weights()) {
       Event done;
       ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));
@@ -265,9 +231,12 @@ Status ZeroStep::local_gradient(void* full_grad) {
       ZB_RETURN_IF_ERROR(comm_.compute_waits_for(done, compute_.stream()));
       w = gathered_[0].as<Bf16>();
     }
-    ZB_RETURN_IF_ERROR(compute_.synthetic_grad(w, grad_at(full_grad, u.offset), config_.grad_dtype,
-                                               u.padded, u.offset, rank_, ranks_, step_));
+    ZB_RETURN_IF_ERROR(compute_.synthetic_grad(w, state_->grad_at(full_grad, u.offset), config_.grad_dtype,
+                                               u.padded, u.offset, place_.rank, place_.ranks,
+                                               state_->step()));
   }
+  // The test fault where step() plants it: backward's first gradient, the last unit's start.
+  ZB_RETURN_IF_ERROR(state_->plant_fault(state_->grad_at(full_grad, layout_.units.back().offset)));
   ZB_RETURN_IF_ERROR(compute_.synchronize());
   return comm_.synchronize();
 }
@@ -276,7 +245,7 @@ Status ZeroStep::reduce_gradient(const void* full_grad) {
   ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));
   for (size_t i = 0; i < layout_.units.size(); ++i) {
     const Unit& u = layout_.units[i];
-    ZB_RETURN_IF_ERROR(reduce(u, int(i), grad_at(const_cast<void*>(full_grad), u.offset)));
+    ZB_RETURN_IF_ERROR(reduce(u, int(i), state_->grad_at(full_grad, u.offset)));
   }
   return comm_.synchronize();
 }

@@ -1,7 +1,7 @@
-// ZeRO: the resident state and one training step of each stage (dp, z1, z2, z3, and the
-// node-aware hsdp and hpz), issuing the real collectives on real buffers, asynchronously on
-// the communicator's stream. What a stage keeps and shards, and over which group, comes from
-// its StageModel (stage.h).
+// ZeRO: one training step of each stage (dp, z1, z2, z3, and the node-aware hsdp and hpz),
+// issuing the real collectives on real buffers, asynchronously on the communicator's stream.
+// What a stage keeps and shards, and over which group, is its StageState (stage_state.h); this
+// is the order in which the step uses it.
 #pragma once
 
 #include <memory>
@@ -10,21 +10,16 @@
 #include "harness/comm/communicator.h"
 #include "harness/comm/schedule_log.h"
 #include "harness/compute/compute.h"
-#include "harness/core/memory_tracker.h"
 #include "harness/core/trace.h"
 #include "harness/stage/compute_waits.h"
 #include "harness/stage/layer_compute.h"
 #include "harness/stage/model.h"
-#include "harness/stage/stage.h"
+#include "harness/stage/stage_state.h"
 
 namespace zb {
 
-struct ZeroConfig {
-  Stage stage = Stage::dp;
-  OptimizerConfig optimizer;
-  DType grad_dtype = DType::bf16;
+struct ZeroConfig : StageConfig {
   uint64_t bucket_elems = 25ull << 20;  // gradient bucket, in parameters
-  bool corrupt = false;  // test only: perturb one gradient element of the first step
   // Overlap as real systems do it (bucketed reductions in flight during backward, the
   // weight all-gather of z1/z2 overlapping the next forward, z3 prefetching `prefetch`
   // layers); off serialises every collective after the compute it follows.
@@ -32,39 +27,22 @@ struct ZeroConfig {
   int prefetch = 1;
 };
 
-// What a step runs: everything, or one side alone (to time compute and communication
-// separately; the state is then meaningless).
-enum class StepMode { full, compute_only, comm_only };
-
-// A run of the flat vector: `count` elements from flat index `flat`, stored from `local` in
-// this rank's weight buffer and from `local_master` in its FP32 master buffer.
-struct Segment {
-  uint64_t flat, local, local_master, count;
-};
-
-// What the check compares: the BF16 weights, and the FP32 master weights, which show an
-// update too small to move a BF16 weight (Adam's steps are ~lr, below BF16's resolution).
-struct CheckState {
-  std::vector<Bf16> weights;
-  std::vector<float> master;
-};
-
 class ZeroStep {
  public:
-  // Allocates the stage's resident state through the tracker, measures it independently
-  // (resident-set growth or cudaMemGetInfo), then allocates transient buffers and
-  // initialises the weights identically on every rank.
+  // Lays the model out in the stage's units, builds the state (stage_state.h), then allocates
+  // the transient buffers of sharded weights.
   static Status create(Communicator& comm, Compute& compute, const ModelSpec& model,
                        const ZeroConfig& config, std::unique_ptr<ZeroStep>* out);
 
   Status step();  // one training step: forward, backward, optimizer
   Status finish();  // waits for collectives still in flight (z1/z2's weight all-gathers)
-  int64_t steps_done() const { return step_; }
+  int64_t steps_done() const { return state_->step(); }
 
   // The optimizer step by itself, as zb_optimizer times it, part by part, from every rank's
   // full local gradient (the point where backward would end without reducing during it):
-  Status begin_step() { return ++step_, Status::ok(); }
-  // this rank's gradient of every element from the weights it sees (z3 gathers them first);
+  Status begin_step() { return state_->begin_step(), Status::ok(); }
+  // this rank's gradient of every element from the weights it sees (z3 gathers them first),
+  // with the test fault where step() plants it;
   Status local_gradient(void* full_grad);
   // the reduction, out of place into the stage's gradient state, and waited for;
   Status reduce_gradient(const void* full_grad);
@@ -88,19 +66,17 @@ class ZeroStep {
   Trace& trace() { return trace_; }
   void add_comm_spans(size_t first_log_index, double origin_s);
 
-  const FlatLayout& layout() const { return layout_; }
-  const MemoryTracker& tracker() const { return tracker_; }
-  int64_t measured_state_bytes() const { return measured_state_bytes_; }
-
-  // The parts of the final weights this rank verifies: its own block of every unit for the
-  // sharded stages, a 1/N slice for dp, so the ranks together cover every element once.
-  std::vector<Segment> check_segments() const;
-  Status state_to_host(const std::vector<Segment>& segments, CheckState* out) const;
+  const StageState& state() const { return *state_; }
+  const FlatLayout& layout() const { return state_->layout(); }
+  const MemoryTracker& tracker() const { return state_->tracker(); }
+  int64_t measured_state_bytes() const { return state_->state_bytes_measured(); }
+  std::vector<Segment> check_segments() const { return state_->check_segments(); }
+  Status state_to_host(const std::vector<Segment>& segments, CheckState* out) const {
+    return state_->to_host(segments, out);
+  }
 
  private:
-  ZeroStep(Communicator& comm, Compute& compute, const ZeroConfig& config, FlatLayout layout);
-  Status allocate_state();
-  Status init_weights();
+  ZeroStep(Communicator& comm, Compute& compute, const ZeroConfig& config, std::unique_ptr<StageState> state);
   Status update_unit(size_t unit);
   // The collectives, skipped in compute-only mode, awaited at once without overlap.
   Status reduce(const Unit& u, int unit, const void* grad_src);
@@ -111,33 +87,18 @@ class ZeroStep {
   Status backward();
   Status optimizer();
   Status gathered_weights(size_t pos, Bf16** weights);
-  uint64_t owned_flat(const Unit& u) const;
-  uint64_t owned_count(const Unit& u) const;
-  uint64_t state_offset(const Unit& u) const;
-  uint64_t grad_offset(const Unit& u) const;
-  uint64_t weight_offset(const Unit& u) const;
   Status compute_after(const Event& e);
   Status layer_backward(const Unit& u, int layer, const Bf16* weights, void* grad);
   Status padding_grad(const Unit& u, const Bf16* weights, void* grad);
-  Status maybe_corrupt(void* grad);
-  char* grad_at(void* base, uint64_t elems) const;
   bool computing() const { return mode_ != StepMode::comm_only; }
 
   Communicator& comm_;
   Compute& compute_;
   ZeroConfig config_;
-  const StageModel& model_;
-  FlatLayout layout_;
-  MemoryTracker tracker_;
-  int rank_, ranks_;                 // in the world: whose gradient, summed over how many
-  int shard_rank_;                   // in the group the stage shards over (the layout's ranks)
-  int node_rank_, node_ranks_;       // on this rank's node (hpz's node copy)
-  int replica_, replicas_;           // copies of the shards across nodes (hsdp), this one's index
-  int64_t step_ = 0, measured_state_bytes_ = 0;
-  uint64_t max_unit_ = 0;
-  Buffer weights_, grads_, master_, m_, v_;
-  Buffer node_weights_;              // hpz: the weights sharded over the node, for backward
-  Buffer slot_[2];                   // transient: a bucket's or layer's full gradients
+  std::unique_ptr<StageState> state_;
+  const StageModel& model_;          // the state's row
+  const FlatLayout& layout_;         // the state's layout
+  const RankPlace& place_;           // the state's ranks
   std::vector<Buffer> gathered_;     // transient (sharded weights): prefetch + 1 gathered units
   Event slot_free_[2];
   double exposed_s_ = 0;
@@ -151,16 +112,5 @@ class ZeroStep {
   ComputeWaits waits_;               // compute's waits for communication: exposed time
   std::vector<int> log_unit_;        // traffic log index -> unit, for the trace
 };
-
-// The single-process reference: replays `steps` steps for `segments` of the flat vector,
-// summing each step's gradients over all `ranks` itself, and returns the final state.
-Status reference_state(const ZeroConfig& config, int ranks, int64_t steps,
-                       const std::vector<Segment>& segments, Compute& compute, CheckState* out);
-// Elements whose weight or master differs from the reference in any bit.
-uint64_t count_mismatches(const CheckState& got, const CheckState& want);
-// What a rank holds of `segments`, from its BF16 weight and FP32 master buffers (wherever
-// they live), for count_mismatches: every step schedule's state_to_host.
-Status copy_state_to_host(const Buffer& weights, const Buffer& master, const std::vector<Segment>& segments,
-                          CheckState* out);
 
 }  // namespace zb

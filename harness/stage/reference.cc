@@ -1,15 +1,15 @@
-// The single-process reference for zb_zero: the same training, with the gradient sum over
-// ranks computed here rather than by any collective.
+// The single-process reference for every step schedule: the same training, with the gradient
+// sum over ranks computed here rather than by any collective.
+#include "harness/stage/reference.h"
+
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
-#include "harness/zero/zero_step.h"
 #include "kernels/synthetic.h"
 
 namespace zb {
 
-Status reference_state(const ZeroConfig& config, int ranks, int64_t steps,
+Status reference_state(const StageConfig& config, int ranks, int64_t steps,
                        const std::vector<Segment>& segments, Compute& compute, CheckState* out) {
   uint64_t n = 0;
   for (const auto& s : segments) n += s.count;
