@@ -95,4 +95,8 @@ FlatLayout make_layout(const ModelSpec& model, uint64_t bucket_elems, int ranks,
   return lay;
 }
 
+uint64_t bucket_elems(double mib, DType grad) {
+  return std::max<uint64_t>(1, uint64_t(mib * 1048576.0 / double(dtype_size(grad))));
+}
+
 }  // namespace zb

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/core/dtype.h"
 #include "harness/core/status.h"
 
 namespace zb {
@@ -58,5 +59,9 @@ struct FlatLayout {
 // (ZeRO-3 gathers layer by layer). `pad_to` is the rank count for sharded stages and 1 for
 // plain dp, which shards nothing.
 FlatLayout make_layout(const ModelSpec& model, uint64_t bucket_elems, int ranks, int pad_to);
+
+// The elements of a gradient bucket of `mib` MiB (`--bucket-mb`; 1 MiB = 1048576 bytes) of
+// `grad` elements: whole elements, at least one.
+uint64_t bucket_elems(double mib, DType grad);
 
 }  // namespace zb

@@ -25,6 +25,13 @@ TEST(Model, GptHasRealUnequalLayers) {
   EXPECT_TRUE(m.layers[0].matrices.empty());
 }
 
+TEST(Model, BucketElementsAreWholeAndAtLeastOne) {
+  EXPECT_EQ(zb::bucket_elems(25, zb::DType::bf16), 25u << 19);
+  EXPECT_EQ(zb::bucket_elems(25, zb::DType::f32), 25u << 18);
+  EXPECT_EQ(zb::bucket_elems(0.05, zb::DType::bf16), 26214u);  // 52428.8 bytes: whole elements
+  EXPECT_EQ(zb::bucket_elems(1e-9, zb::DType::f32), 1u);
+}
+
 TEST(Model, BadSpecsAreErrors) {
   zb::ModelSpec m;
   EXPECT_FALSE(zb::make_model("llama:layers=2", 0, 0, &m));
