@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "harness/core/status.h"
+#include "kernels/dtype.h"
 
 namespace zb {
 
@@ -29,6 +30,10 @@ struct ModelSpec {
 // Empty `model`: `params` split over `layers` equal layers (the remainder spread one
 // parameter each over the first layers), each computing as one h x (p/h) matrix, h = sqrt(p).
 Status make_model(const std::string& model, double params, int64_t layers, ModelSpec* out);
+
+// Gradient elements in a bucket of `mib` MiB of `grad` gradients (the --bucket-mb flags): at
+// least one for any positive size; 0 for 0 (no bucket: a whole chunk, where a caller says so).
+uint64_t bucket_elems(double mib, DType grad);
 
 // One collective's slice of the flat vector: `params` real elements of layers
 // [first_layer, end_layer), then padding up to `padded`, a multiple of the rank count.
