@@ -79,12 +79,13 @@ int main(int argc, char** argv) {
   f.add_list("kernels", &opt.kernels, "optimizers, in the kernel benchmarks and in the step",
              zb::optimizer_choices());
   f.add_list("grad-dtype", &opt.grads, "gradient dtypes", zb::dtype_choices());
-  f.add_count("min-params", &opt.min_params, "smallest kernel size in parameters", 1, uint64_t(1) << 40);
-  f.add_count("max-params", &opt.max_params, "largest kernel size; 0: 64M on CPU, 256M on GPU (2^26, 2^28)", 0,
-              uint64_t(1) << 40);
+  const uint64_t most = uint64_t(1) << 40;
+  f.add_count("min-params", &opt.min_params, "smallest kernel size in parameters", 1, most);
+  f.add_count("max-params", &opt.max_params,
+              "largest kernel size; 0: 2^26 parameters on CPU, 2^28 on GPU", 0, most);
   f.add_double("step-factor", &opt.step_factor, "kernel size multiplier between steps", 1.0, 1024);
   f.add_list("stages", &opt.stages, "stages of the optimizer step", zb::stage_choices());
-  f.add_count("step-params", &opt.step_params, "parameters of the optimizer step", 1, uint64_t(1) << 40);
+  f.add_count("step-params", &opt.step_params, "parameters of the optimizer step", 1, most);
   f.add_int("buckets", &opt.buckets, "equal buckets the step reduces and gathers one collective each",
             1, 1 << 20);
   f.add_bool("check", &opt.check, "compare the step's final state with a single-process reference");
@@ -94,10 +95,11 @@ int main(int argc, char** argv) {
   if (opt.max_params == 0) opt.max_params = driver.backend() == zb::Backend::nccl ? 256ull << 20 : 64ull << 20;
   if (opt.min_params > opt.max_params)
     return driver.bad_flag(zb::Status::error("--min-params (" + std::to_string(opt.min_params) +
-                                             ") is larger than --max-params (" + std::to_string(opt.max_params) + ")"));
+                                             ") is larger than --max-params (" +
+                                             std::to_string(opt.max_params) + ")"));
   if (uint64_t(opt.buckets) > opt.step_params)
-    return driver.bad_flag(zb::Status::error("--buckets (" + std::to_string(opt.buckets) + ") exceeds --step-params (" +
-                                             std::to_string(opt.step_params) +
+    return driver.bad_flag(zb::Status::error("--buckets (" + std::to_string(opt.buckets) +
+                                             ") exceeds --step-params (" + std::to_string(opt.step_params) +
                                              "): a bucket needs at least one parameter"));
   code = driver.start();
   if (code >= 0) return code;

@@ -44,7 +44,8 @@ class ControlPlane {
   // Every rank's value, in rank order, on every rank.
   Status all_gather(double value, std::vector<double>* out, Wait kind, const std::string& what);
   // Every rank's blob on rank 0, in rank order (`out` is left empty elsewhere).
-  Status gather(const std::string& blob, std::vector<std::string>* out, Wait kind, const std::string& what);
+  Status gather(const std::string& blob, std::vector<std::string>* out, Wait kind,
+                const std::string& what);
   // Rank 0's blob on every rank.
   Status broadcast(std::string* blob, Wait kind, const std::string& what);
 

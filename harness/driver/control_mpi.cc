@@ -48,8 +48,11 @@ class MpiControlPlane final : public ControlPlane {
   Status round(const std::string& part, const Answer& answer, std::string* answer_out,
                const std::string& what) override {
     const int tag = int(rounds_++ % kTags);
-    if (part.size() > size_t(INT_MAX)) return Status::error(what + ": " + std::to_string(part.size()) + " bytes is too many for one message");
-    return rank_ == 0 ? hub(part, answer, answer_out, what, tag) : peer(part, answer_out, what, tag);
+    if (part.size() > size_t(INT_MAX))
+      return Status::error(what + ": " + std::to_string(part.size()) +
+                           " bytes is too many for one message");
+    return rank_ == 0 ? hub(part, answer, answer_out, what, tag)
+                      : peer(part, answer_out, what, tag);
   }
 
  private:
@@ -73,8 +76,8 @@ class MpiControlPlane final : public ControlPlane {
     return Status::ok();
   }
 
-  Status hub(const std::string& part, const Answer& answer, std::string* answer_out, const std::string& what,
-             int tag) {
+  Status hub(const std::string& part, const Answer& answer, std::string* answer_out,
+             const std::string& what, int tag) {
     const double start = now_seconds();
     std::vector<std::string> parts(static_cast<size_t>(size_));
     parts[0] = part;
@@ -98,7 +101,8 @@ class MpiControlPlane final : public ControlPlane {
     ZB_RETURN_IF_ERROR(answer(parts, answer_out));
     // Small answers leave at once; a large one waits for its receiver, as long as a round.
     for (int r = 1; r < size_; ++r)
-      ZB_MPI_CHECK(MPI_Isend(answer_out->data(), int(answer_out->size()), MPI_BYTE, r, tag, comm_, &reqs[size_t(r)]));
+      ZB_MPI_CHECK(MPI_Isend(answer_out->data(), int(answer_out->size()), MPI_BYTE, r, tag, comm_,
+                             &reqs[size_t(r)]));
     for (;;) {
       std::vector<int> missing;
       for (int r = 1; r < size_; ++r) {

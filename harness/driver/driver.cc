@@ -23,7 +23,8 @@ namespace {
 
 // The rank the launcher gave this process, from its environment; -1 when none did.
 int launcher_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"}) {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"}) {
     const char* v = std::getenv(name);
     int64_t r = -1;
     if (v && *v && parse_int(v, &r)) return int(r);
@@ -39,10 +40,12 @@ Driver::Driver(std::string program, std::string summary)
                     "communication backend; auto picks nccl when a GPU is visible",
                     {"auto", "mpi", "nccl"});
   flags_.add_bool("show-backend", &show_backend_,
-                  "print the backend --backend resolves to on this machine and build (one word), then exit");
+                  "print the backend --backend resolves to on this machine and build (one "
+                  "word), then exit");
   flags_.add_string("json", &json_path_, "write Google Benchmark JSON here (rank 0)");
   flags_.add_double("timeout", &timeout_s_,
-                    "seconds a collective, or any wait of the driver's, may take before the job is aborted",
+                    "seconds a collective, or any wait of the driver's, may take before the job "
+                    "is aborted",
                     0.001, 1e6);
   flags_.add_int("iters", &iters_, "timed iterations per benchmark", 1, 1000000);
   flags_.add_int("warmup", &warmup_, "untimed warm-up iterations per benchmark", 0, 1000000);
@@ -56,8 +59,8 @@ Driver::Driver(std::string program, std::string summary)
   flags_.add_string("fault-slow", &fault_slow_,
                     "test only: OP:FRACTION makes every OP collective FRACTION longer (mpi backend)");
   flags_.add_string("fault-stall", &fault_stall_,
-                    "test only: RANK:WAIT makes RANK stop itself (SIGSTOP) at its first wait of the driver's "
-                    "of kind WAIT: barrier, reduction, fence, trace or final");
+                    "test only: RANK:WAIT makes RANK stop itself (SIGSTOP) at its first wait of "
+                    "the driver's of kind WAIT: barrier, reduction, fence, trace or final");
 }
 
 Driver::~Driver() {
@@ -84,7 +87,8 @@ Status Driver::check_flags() {
     auto parts = split(fault_skip_, ':');
     int64_t r = -1, c = -1;
     if (parts.size() != 2 || !parse_int(parts[0], &r) || !parse_int(parts[1], &c) || r < 0 || c < 0)
-      return Status::error("--fault-skip takes RANK:CALL, two integers >= 0, not '" + fault_skip_ + "'");
+      return Status::error("--fault-skip takes RANK:CALL, two integers >= 0, not '" + fault_skip_ +
+                           "'");
     faults_.skip_rank = int(r);
     faults_.skip_call = c;
   }
@@ -107,8 +111,8 @@ Status Driver::check_flags() {
     for (const auto& [name, kind] : wait_choices())
       if (parts.size() == 2 && parts[1] == name) known = true, stall_kind_ = kind;
     if (parts.size() != 2 || !parse_int(parts[0], &r) || r < 0 || !known)
-      return Status::error("--fault-stall takes RANK:WAIT, RANK >= 0 and WAIT one of barrier, reduction, "
-                           "fence, trace, final, not '" + fault_stall_ + "'");
+      return Status::error("--fault-stall takes RANK:WAIT, RANK >= 0 and WAIT one of barrier, "
+                           "reduction, fence, trace, final, not '" + fault_stall_ + "'");
     stall_rank_ = int(r);
   }
   if (!json_path_.empty()) ZB_RETURN_IF_ERROR(check_output_path("--json", json_path_));
@@ -139,7 +143,8 @@ int Driver::parse(int argc, char** argv) {
     if (prints() || a.rfind("--benchmark_out", 0) != 0) gb_argv_.push_back(a.data());
   int gb_argc = int(gb_argv_.size());
   benchmark::Initialize(&gb_argc, gb_argv_.data());
-  if (gb_argc > 1) return bad_flag(Status::error("unknown flag " + std::string(gb_argv_[1]) + " (see --help)"));
+  if (gb_argc > 1)
+    return bad_flag(Status::error("unknown flag " + std::string(gb_argv_[1]) + " (see --help)"));
   return -1;
 }
 
@@ -156,7 +161,8 @@ int Driver::start() {
   control_->set_stall(stall_rank_, stall_kind_);
   s = backend_ == Backend::mpi ? make_mpi_communicator(MPI_COMM_WORLD, topo_, timeout_s_, &comm_)
                                : make_nccl_communicator(MPI_COMM_WORLD, topo_, timeout_s_, &comm_);
-  if (!s) abort_job(s.context("creating the " + std::string(backend_name(backend_)) + " communicator"));
+  if (!s)
+    abort_job(s.context("creating the " + std::string(backend_name(backend_)) + " communicator"));
   comm_->set_faults(faults_);
   comm_->set_timeout_handler([this](const Status& why) { abort_job(why); });
   // Every rank has made its communicators before any benchmark begins.
@@ -200,7 +206,8 @@ namespace {
 
 // `json` (Google Benchmark's, which opens with its context) with `key`: `value` first in the
 // context: for a long value the console's copy of the context is better without.
-std::string with_context(const std::string& json, const std::string& key, const std::string& value) {
+std::string with_context(const std::string& json, const std::string& key,
+                         const std::string& value) {
   const std::string open = "\"context\": {";
   const size_t at = json.find(open);
   if (at == std::string::npos) return json;
@@ -232,7 +239,8 @@ void Driver::add(const std::string& name, std::function<Status(Run&)> body) {
 }
 
 Status Driver::max_over_ranks(std::vector<double>* values) {
-  return control_->max(values, Wait::reduction, "maximum over ranks of " + std::to_string(values->size()) + " values");
+  return control_->max(values, Wait::reduction,
+                       "maximum over ranks of " + std::to_string(values->size()) + " value(s)");
 }
 
 double Driver::max_over_ranks(double v) {
@@ -251,18 +259,20 @@ double Driver::sum_over_ranks(double v) {
 
 double Driver::max_over_nodes(double v) {
   std::vector<double> all;
-  Status s = control_->all_gather(v, &all, Wait::reduction, "every rank's value, for the busiest node");
+  Status s =
+      control_->all_gather(v, &all, Wait::reduction, "every rank's value, for the busiest node");
   if (!s) abort_job(s);
   std::vector<double> per_node(size_t(topo_.nodes), 0.0);
   for (size_t r = 0; r < all.size(); ++r) per_node[size_t(topo_.node_of[r])] += all[r];
   return *std::max_element(per_node.begin(), per_node.end());
 }
 
-Status Driver::write_trace(const std::string& path, const std::vector<TraceSpan>& spans, double origin_s,
-                           const std::string& metadata, const std::string& rank_args) {
+Status Driver::write_trace(const std::string& path, const std::vector<TraceSpan>& spans,
+                           double origin_s, const std::string& metadata,
+                           const std::string& rank_args) {
   std::vector<std::string> events;
-  ZB_RETURN_IF_ERROR(control_->gather(chrome_trace_events(spans, origin_s, rank(), rank_args), &events,
-                                      Wait::trace, "every rank's spans for " + path));
+  ZB_RETURN_IF_ERROR(control_->gather(chrome_trace_events(spans, origin_s, rank(), rank_args),
+                                      &events, Wait::trace, "every rank's spans for " + path));
   return root() ? write_chrome_trace(path, events, metadata) : Status::ok();
 }
 
@@ -295,7 +305,8 @@ int Driver::run() {
   int failed = failed_ ? 1 : 0;
   if (root() && !json_path_.empty()) {
     // What each stage shards and moves, so that readers of the results never restate the table.
-    Status s = write_file_atomically(json_path_, with_context(json.str(), "stage_table", stage_table_json()));
+    Status s = write_file_atomically(
+        json_path_, with_context(json.str(), "stage_table", stage_table_json()));
     if (!s) {
       std::fprintf(stderr, "%s: %s\n", program().c_str(), s.message().c_str());
       failed = 1;  // still joins the reduction below, which the other ranks wait in

@@ -19,7 +19,8 @@ Status parse_count(const std::string& text, uint64_t* out) {
   }
   double v = 0;
   if (!parse_double(digits, &v) || !(v >= 0))
-    return Status::error("'" + text + "' is not a count (e.g. 16000000, 16e6 or 16M; K, M, G, T are 1e3, 1e6, 1e9, 1e12)");
+    return Status::error("'" + text + "' is not a count (e.g. 16000000, 16e6 or 16M; K, M, G, T "
+                         "are 1e3, 1e6, 1e9, 1e12)");
   v *= scale;
   const double whole = std::round(v);
   // 1.1M is 1100000.0000000002 in binary: a count within rounding of a whole number is one.
@@ -116,13 +117,14 @@ void Flags::add_ints(const std::string& name, std::vector<int64_t>* out, const s
          for (const std::string& item : items) {
            int64_t x = 0;
            if (!parse_int(item, &x) || x < min || x > max)
-             return Status::error("--" + name + ": '" + item + "' is not a whole number in " + range +
-                                  "; give N or a list N,N,...");
+             return Status::error("--" + name + ": '" + item + "' is not a whole number in " +
+                                  range + "; give N or a list N,N,...");
            for (int64_t seen : picked)
              if (seen == x) return Status::error("--" + name + ": " + item + " given twice");
            picked.push_back(x);
          }
-         if (picked.empty()) return Status::error("--" + name + " needs a value: N or a list N,N,...");
+         if (picked.empty())
+           return Status::error("--" + name + " needs a value: N or a list N,N,...");
          *out = picked;
          return Status::ok();
        }});

@@ -19,10 +19,10 @@ namespace zb {
 // What a program takes of the group (--params, --optimizer and --grad-dtype always), and its
 // defaults.
 struct ModelFlagSpec {
-  bool layers = true;    // --layers and --model: a model of layers (zb_plan: a count alone)
-  bool bucket = true;    // --bucket-mb
-  bool stages = true;    // --stages
-  bool chunks = false;   // --chunks
+  bool layers = true;          // --layers and --model: a model of layers (zb_plan: a count alone)
+  bool bucket = true;          // --bucket-mb
+  bool stages = true;          // --stages
+  bool chunks = false;         // --chunks
   uint64_t params = 16000000;  // 0: no default, --params is required
   double bucket_mb = 25;       // 0: no bucket (a whole chunk), and 0 is then allowed
   int64_t chunks_default = 1;
@@ -34,11 +34,11 @@ struct ModelFlagSpec {
 
 // The model and the step configuration the flags give.
 struct ModelSetup {
-  ModelSpec model;           // empty where the program takes no layers
-  ZeroConfig step;           // optimizer, gradient dtype and bucket (stage: the first of stages)
+  ModelSpec model;  // empty where the program takes no layers
+  ZeroConfig step;  // optimizer, gradient dtype and bucket (stage: the first of stages)
   std::vector<Stage> stages;
   int chunks = 1;
-  uint64_t params = 0;       // --params as given (the model's own count may differ: --model)
+  uint64_t params = 0;  // --params as given (the model's own count may differ: --model)
   double bucket_mb = 0;
 };
 

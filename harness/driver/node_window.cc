@@ -12,7 +12,8 @@ struct Reading {
 
 // `when`: "before the stretch" or "after the stretch", for a timeout's line.
 Status fenced_reading(Driver& d, const std::string& when, Reading* out) {
-  ZB_RETURN_IF_ERROR(d.control().barrier(Wait::fence, "every rank in, to read the node counters " + when));
+  ZB_RETURN_IF_ERROR(
+      d.control().barrier(Wait::fence, "every rank in, to read the node counters " + when));
   if (d.topology().local_rank == 0)
     *out = {read_node_counter(kInterNodeCounterEnv), read_node_counter(kIntraNodeCounterEnv)};
   return d.control().barrier(Wait::fence, "every rank out, the node counters read " + when);

@@ -19,7 +19,8 @@ double Timing::side(const std::string& name) const {
 // end.
 struct Run::Samples {
   std::vector<double> local;
-  std::map<std::string, std::pair<Worst, std::vector<double>>> sides;  // by name: every rank's order
+  // By name, so every rank packs them in the same order.
+  std::map<std::string, std::pair<Worst, std::vector<double>>> sides;
   int64_t writes = 0;
   bool counted = true;
 
@@ -46,7 +47,8 @@ struct Run::Samples {
     t.times.assign(all.begin(), all.begin() + ptrdiff_t(local.size()));
     size_t at = local.size();
     for (const auto& [name, side] : sides) {
-      std::vector<double> worst(all.begin() + ptrdiff_t(at), all.begin() + ptrdiff_t(at + side.second.size()));
+      std::vector<double> worst(all.begin() + ptrdiff_t(at),
+                                all.begin() + ptrdiff_t(at + side.second.size()));
       at += side.second.size();
       if (side.first == Worst::min)
         for (double& v : worst) v = -v;

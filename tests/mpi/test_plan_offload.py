@@ -140,21 +140,23 @@ def test_a_list_of_slot_counts_gives_rows_for_each(tmp_path):
     # --slots is a list here as in zb_offload: a table and rows per slot count, each as the
     # count alone gives it.
     path = tmp_path / "plan.json"
-    text, _ = tables("--params=7e9", "--dp=8", "--offload=grads", "--chunks=4", "--slots=1,3", f"--json={path}")
+    args = ["--params=7e9", "--dp=8", "--offload=grads", "--chunks=4"]
+    text, _ = tables(*args, "--slots=1,3", f"--json={path}")
     assert "1 device slot(s)" in text and "3 device slot(s)" in text
     doc = json.loads(path.read_text())
     assert doc["model"]["slots"] == [1, 3]
     assert [r["slots"] for r in doc["rows"]] == [1] * len(STAGES) + [3] * len(STAGES)
     for slots in (1, 3):
         alone = tmp_path / f"alone{slots}.json"
-        tables("--params=7e9", "--dp=8", "--offload=grads", "--chunks=4", f"--slots={slots}", f"--json={alone}")
+        tables(*args, f"--slots={slots}", f"--json={alone}")
         assert [r for r in doc["rows"] if r["slots"] == slots] == json.loads(alone.read_text())["rows"]
 
 
-BAD = [(["--offload=gpu"], "--offload"), (["--offload=grads", "--slots=0"], "--slots"), (["--slots=3"], "--slots"),
-       (["--chunks=4"], "--chunks"), (["--offload=weights", "--chunks=0"], "--chunks"),
-       (["--offload=grads", "--slots=1,1"], "given twice")]
+BAD = [(["--offload=gpu"], "--offload"), (["--offload=grads", "--slots=0"], "--slots"),
+       (["--slots=3"], "--slots"), (["--chunks=4"], "--chunks"),
+       (["--offload=weights", "--chunks=0"], "--chunks"), (["--offload=grads", "--slots=1,1"], "given twice")]
 
 
 def test_bad_offload_flags_exit_2_with_one_line():
-    assert not bad_flag_failures("zb_plan", [(["--params=7e9", "--dp=8", *args], want) for args, want in BAD])
+    rows = [(["--params=7e9", "--dp=8", *args], want) for args, want in BAD]
+    assert not bad_flag_failures("zb_plan", rows)

@@ -11,9 +11,10 @@ import pytest
 from zbrun import mpirun
 
 # A short run of each program that passes every kind of wait.
-COLLECTIVES = ["zb_collectives", ["--ops=all_reduce", "--min-bytes=4K", "--max-bytes=4K", "--iters=1",
-                                  "--warmup=0", "--no-bare"]]
-ZERO = ["zb_zero", ["--params=1000", "--layers=2", "--stages=dp", "--iters=1", "--warmup=0", "--no-check"]]
+COLLECTIVES = ["zb_collectives", ["--ops=all_reduce", "--min-bytes=4K", "--max-bytes=4K",
+                                  "--iters=1", "--warmup=0", "--no-bare"]]
+ZERO = ["zb_zero", ["--params=1000", "--layers=2", "--stages=dp", "--iters=1", "--warmup=0",
+                    "--no-check"]]
 
 # (fault's wait, program, the phrase the line names the wait by)
 WAITS = [
@@ -51,5 +52,6 @@ def test_a_stopped_rank_0_is_named_by_the_others_once():
     proc, ours = stalled(3, program, args, "0:reduction")
     assert proc.returncode != 0
     assert len(ours) == 1, proc.stderr
-    assert ours[0].startswith(f"{program}: error: timeout: rank 1: the driver's reduction ("), ours[0]
+    assert ours[0].startswith(f"{program}: error: timeout: rank 1: the driver's reduction ("), \
+        ours[0]
     assert ours[0].endswith("rank 0 had not arrived"), ours[0]

@@ -104,9 +104,9 @@ def test_one_rank_moves_nothing():
 BAD = [["--model=llama:x=1"], ["--model=gpt:layers=2,hidden=0,vocab=5"], ["--model=gpt:layers=2"],
        ["--params=0"], ["--params=10", "--layers=11"], ["--stages=z4"], ["--optimizer=sgd"],
        ["--grad-dtype=fp8"], ["--bucket-mb=0"], ["--params=abc"], ["--trace=/no/such/dir/t.json"],
-       ["--json=/no/such/dir/x.json"], (["--params=1.5"], "whole number"), (["--params=4Mi"], "--params"),
-       (["--params=-4"], "--params"), (["--compute-sweep=1,x"], "--compute-sweep"),
-       (["--compute=gemm:8", "--compute-sweep=1"], "--compute-sweep")]
+       ["--json=/no/such/dir/x.json"], (["--params=1.5"], "whole number"),
+       (["--params=4Mi"], "--params"), (["--params=-4"], "--params"),
+       (["--compute-sweep=1,x"], "--compute-sweep"), (["--compute=gemm:8", "--compute-sweep=1"], "--compute-sweep")]
 
 
 def test_bad_flags_exit_2_with_one_line_before_mpi():

@@ -83,8 +83,8 @@ def bad_flag_failures(program, table, timeout=60):
         proc = subprocess.run([binary(program), *args], env=NO_MPI, capture_output=True, text=True,
                               timeout=timeout)
         lines = stderr_lines(proc)
-        if (proc.returncode != 2 or len(lines) != 1 or proc.stdout or not lines[0].startswith(f"{program}: ")
-                or want not in lines[0]):
-            failures.append(f"{' '.join(args)}: rc {proc.returncode}, stdout {proc.stdout[:200]!r}, "
-                            f"stderr {proc.stderr[-500:]!r}")
+        one_line = len(lines) == 1 and lines[0].startswith(f"{program}: ") and want in lines[0]
+        if proc.returncode != 2 or proc.stdout or not one_line:
+            failures.append(f"{' '.join(args)}: rc {proc.returncode}, "
+                            f"stdout {proc.stdout[:200]!r}, stderr {proc.stderr[-500:]!r}")
     return failures

@@ -16,8 +16,8 @@ ALLOWED = {
     "harness/zero": {"harness/zero", "harness/compute", "harness/comm", "harness/core", "kernels"},
     "harness/predict": {"harness/predict", "harness/zero", "harness/compute", "harness/comm",
                         "harness/core", "kernels"},
-    "harness/driver": {"harness/driver", "harness/zero", "harness/compute", "harness/comm", "harness/core",
-                       "kernels"},
+    "harness/driver": {"harness/driver", "harness/zero", "harness/compute", "harness/comm",
+                       "harness/core", "kernels"},
 }
 
 

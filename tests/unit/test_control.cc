@@ -38,7 +38,8 @@ class ThreadPlane final : public zb::ControlPlane {
     box_.cv.notify_all();
     auto wait = std::chrono::duration<double>(rank_ == 0 ? hub_deadline_s() : peer_deadline_s());
     if (rank_ != 0) {
-      if (!box_.cv.wait_for(lock, wait, [&] { return box_.answers.count(r) || box_.failed.count(r); }))
+      if (!box_.cv.wait_for(lock, wait,
+                            [&] { return box_.answers.count(r) || box_.failed.count(r); }))
         return late(what, peer_deadline_s(), {0});
       if (box_.failed.count(r)) return zb::Status::error("rank 0 gave up");
       *answer_out = box_.answers[r];
@@ -55,8 +56,10 @@ class ThreadPlane final : public zb::ControlPlane {
       for (auto& [q, p] : box_.parts[r]) all.push_back(p);
       s = answer(all, answer_out);
     }
-    if (s) box_.answers[r] = *answer_out;
-    else box_.failed[r] = true;
+    if (s)
+      box_.answers[r] = *answer_out;
+    else
+      box_.failed[r] = true;
     box_.cv.notify_all();
     return s;
   }
@@ -100,8 +103,10 @@ TEST(Control, EveryOperationGivesEveryRankTheSameAnswer) {
     ASSERT_TRUE(c.broadcast(&text, zb::Wait::barrier, "text"));
     std::lock_guard<std::mutex> lock(mu);
     maxes[c.rank()] = mx, sums[c.rank()] = sm, gathered[c.rank()] = all, broadcast[c.rank()] = text;
-    if (c.rank() == 0) blobs = got;
-    else EXPECT_TRUE(got.empty());
+    if (c.rank() == 0)
+      blobs = got;
+    else
+      EXPECT_TRUE(got.empty());
   });
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(maxes[r], (std::vector<double>{2, 0, 7}));
@@ -134,6 +139,8 @@ TEST(Control, ARankThatNeverArrivesIsNamedOnOneLine) {
   zb::Status s = hub.broadcast(&blob, zb::Wait::fence, "every rank in");
   one.join();
   ASSERT_FALSE(s);
-  EXPECT_EQ(s.message(), "timeout: rank 0: the driver's node-window fence (every rank in) did not complete within "
-                         "0.05 s: rank 2 had not arrived");
+  EXPECT_EQ(
+      s.message(),
+      "timeout: rank 0: the driver's node-window fence (every rank in) did not complete within "
+      "0.05 s: rank 2 had not arrived");
 }

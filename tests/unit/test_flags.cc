@@ -74,7 +74,8 @@ TEST(Flags, ParameterCountsAreDecimal) {
   EXPECT_EQ(v, 7000000000000u);
   ASSERT_TRUE(zb::parse_count("64K", &v));
   EXPECT_EQ(v, 64000u);  // not 65536: a count is not a byte size
-  for (const char* text : {"", "M", "1.5", "16MiB", "16m", "-4", "4Q", "1e-3", "nan", "inf", "1e30"})
+  for (const char* text :
+       {"", "M", "1.5", "16MiB", "16m", "-4", "4Q", "1e-3", "nan", "inf", "1e30"})
     EXPECT_FALSE(zb::parse_count(text, &v)) << text;
 }
 
@@ -97,11 +98,12 @@ TEST(Flags, CountsAndListsOfWholeNumbers) {
   ASSERT_TRUE(run({"--slots=3,1"}));
   EXPECT_EQ(slots, (std::vector<int64_t>{3, 1}));
   for (std::vector<std::string> bad : std::vector<std::vector<std::string>>{
-           {"--params=0"}, {"--params=2G"}, {"--params=x"}, {"--slots=0"}, {"--slots=65"}, {"--slots=1,1"},
-           {"--slots=1,"}, {"--slots="}, {"--slots=1.5"}}) {
+           {"--params=0"}, {"--params=2G"}, {"--params=x"}, {"--slots=0"}, {"--slots=65"},
+           {"--slots=1,1"}, {"--slots=1,"}, {"--slots="}, {"--slots=1.5"}}) {
     zb::Status s = run(bad);
     EXPECT_FALSE(s) << bad[0];
-    EXPECT_NE(s.message().find("--" + bad[0].substr(2, bad[0].find('=') - 2)), std::string::npos) << s.message();
+    const std::string flag = bad[0].substr(0, bad[0].find('='));  // the flag named in the line
+    EXPECT_NE(s.message().find(flag), std::string::npos) << s.message();
   }
 }
 
@@ -109,7 +111,8 @@ TEST(Flags, EveryBadInputIsAnError) {
   const std::vector<std::vector<std::string>> bad = {
       {"--iters=0"},     {"--iters=101"},       {"--iters=ten"},       {"--iters"},
       {"--step-factor=0.5"}, {"--step-factor=nan"}, {"--min-bytes=0"}, {"--min-bytes=4X"},
-      {"--dtype=fp16"},  {"--ops=a,d"},         {"--ops=a,a"},        {"--ops="},          {"--ops=a,"},
+      {"--dtype=fp16"},  {"--ops=a,d"},         {"--ops=a,a"},        {"--ops="},
+      {"--ops=a,"},
       {"--check=maybe"}, {"--no-check=1"},      {"--unknown=1"},      {"stray"},
   };
   for (const auto& args : bad) {
