@@ -44,7 +44,7 @@ class Driver;
 
 // Handed to a benchmark body: the timing loops, which live only here, and the counters.
 // Every loop runs the driver's warm-up iterations untimed, then its fixed timed iterations;
-// ranks reduce their times over the driver's own communicator once, after the loop, so no
+// ranks reduce their times on the driver's control plane once, after the loop, so no
 // reduction of ours lands inside what is measured. Socket writes are counted only inside
 // the timed iterations. None of them reports to Google Benchmark; report() does.
 class Run {
@@ -91,7 +91,7 @@ class Driver {
   ~Driver();
 
   Flags& flags() { return flags_; }
-  // Per-program defaults, set before init() so --help shows them.
+  // Per-program defaults, set before parse() so --help shows them.
   void set_default_iterations(int64_t iters, int64_t warmup);
   // For a program that models ranks rather than running them (zb_predict): --ranks-per-node
   // describes the modelled ranks and is read back with ranks_per_node(), not applied here.
@@ -132,8 +132,9 @@ class Driver {
   int run();
 
   // The driver's own traffic (reductions and gathers of results), never on the measured
-  // communicator; every wait in it is bounded by --timeout. A wait that times out, here or
-  // in the calls below, ends the job with one line.
+  // communicator; every wait in it is bounded by --timeout and fails with one line naming
+  // the wait and the ranks missing. The calls below end the job with that line; a body that
+  // returns the error ends it the same way.
   ControlPlane& control() { return *control_; }
   double max_over_ranks(double v);
   // Element by element, in place: one reduction for a whole loop's values.
