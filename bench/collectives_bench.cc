@@ -201,12 +201,12 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   out->time_s = t.mean_s;
   out->bare_s = setup.bare ? (b1.mean_s + b2.mean_s) / 2 : NAN;
   out->wire_measured = setup.measurable && a1.write_bytes >= 0 ? measured : NAN;
-  out->wire_ideal = 0;
-  for (const CollRecord& r : recs) out->wire_ideal += ideal_wire_bytes(r.op, r.bytes(), r.ranks);
-  out->wire_ideal /= window_iters;
+  out->wire_formula = 0;
+  for (const CollRecord& r : recs) out->wire_formula += ideal_wire_bytes(r.op, r.bytes(), r.ranks);
+  out->wire_formula /= window_iters;
   const NodeBytes nb = ring_node_bytes(recs, driver.topology());
-  out->inter_ideal = driver.max_over_nodes(nb.inter) / window_iters;
-  out->intra_ideal = driver.max_over_nodes(nb.intra) / window_iters;
+  out->inter_formula = driver.max_over_nodes(nb.inter) / window_iters;
+  out->intra_formula = driver.max_over_nodes(nb.intra) / window_iters;
   out->inter_measured = window.inter / window_iters;
   out->intra_measured = setup.measurable ? window.intra / window_iters : NAN;
   out->algbw = t.mean_s > 0 ? double(full_bytes) / t.mean_s / 1e9 : 0;
@@ -216,14 +216,14 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   run.counter("algbw_GBps", out->algbw);
   run.counter("busbw_GBps", out->busbw);
   run.counter("wrong", out->wrong);
-  run.counter("wire_bytes_ideal", out->wire_ideal);
+  run.counter("wire_bytes_formula", out->wire_formula);
   run.counter("wire_bytes_measured", out->wire_measured);
   run.counter("nodes", driver.topology().nodes);
   run.counter("ranks_per_node", driver.topology().local_size);
-  run.counter("inter_node_bytes_ideal", out->inter_ideal);
+  run.counter("inter_node_bytes_formula", out->inter_formula);
   run.counter("inter_node_bytes_measured", out->inter_measured);
-  run.counter("intra_node_bytes_ideal", out->intra_ideal);
-  run.counter("intra_node_bytes", out->intra_measured);
+  run.counter("intra_node_bytes_formula", out->intra_formula);
+  run.counter("intra_node_bytes_measured", out->intra_measured);
   run.counter("bare_time_s", out->bare_s);
   run.counter("overhead_ratio", out->time_s / out->bare_s);
   // The bare call against itself (its second run over its first): how far the machine alone

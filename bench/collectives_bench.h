@@ -44,10 +44,10 @@ struct CollSetup {
 struct CollResult {
   uint64_t bytes = 0, count = 0;  // the full buffer as run (padded)
   double time_s = 0, bare_s = NAN, serial_s = NAN, algbw = 0, busbw = 0, wrong = 0;
-  double wire_ideal = 0, wire_measured = NAN;
-  // Per iteration, the busiest node: bytes to other nodes (and among its ranks) under rings,
-  // and as its counters saw them (NaN where no launcher names them).
-  double inter_ideal = 0, inter_measured = NAN, intra_ideal = 0, intra_measured = NAN;
+  double wire_formula = 0, wire_measured = NAN;
+  // Per iteration, the busiest node: bytes to other nodes (and among its ranks) by the ring
+  // formula of the op, and as its counters saw them (NaN where no launcher names them).
+  double inter_formula = 0, inter_measured = NAN, intra_formula = 0, intra_measured = NAN;
 };
 
 // The full buffer a size becomes: whole elements, and for reduce-scatter and all-gather a

@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "harness/core/clock.h"
-#include "harness/core/stats.h"
 
 namespace zb {
 namespace {
@@ -42,15 +41,6 @@ Status copy_limits(Run& run, MemKind kind, size_t bytes, OffloadResult* out) {
   return timed(true, true, &out->limit_both);
 }
 
-// Per-step values of the timed steps (the last `iterations` of them), each the slowest
-// rank's, then their median.
-Status timed_median(Driver& d, std::vector<double> v, int64_t iterations, double* out) {
-  v.erase(v.begin(), v.end() - std::min<ptrdiff_t>(ptrdiff_t(v.size()), iterations));
-  ZB_RETURN_IF_ERROR(d.max_over_ranks(&v));
-  *out = median(v);
-  return Status::ok();
-}
-
 Status write_trace(Driver& d, Trace& trace, CopyEngine& engine, const std::string& path,
                    const std::function<Status()>& step, const std::string& meta) {
   ZB_RETURN_IF_ERROR(d.comm().barrier());
@@ -64,7 +54,7 @@ Status write_trace(Driver& d, Trace& trace, CopyEngine& engine, const std::strin
   engine.set_trace(false);
   trace.enable(false);
   for (TraceSpan& s : engine.take_spans()) trace.spans().push_back(std::move(s));
-  return write_chrome_trace(path, trace.spans(), origin, d.mpi_comm(), meta);
+  return d.write_trace(path, trace.spans(), origin, meta);
 }
 
 std::string copy_label(MemKind kind) {
@@ -74,9 +64,9 @@ std::string copy_label(MemKind kind) {
 // Counters both families share.
 void common_counters(Run& run, const OffloadResult& r, int slots) {
   run.counter("slots", slots);
-  run.counter("device_bytes_per_param", r.device_per_param);
+  run.counter("device_bytes_per_param_measured", r.device_per_param);
   run.counter("device_bytes_per_param_formula", r.device_formula);
-  run.counter("host_bytes_per_param", r.host_per_param);
+  run.counter("host_bytes_per_param_measured", r.host_per_param);
   run.counter("d2h_GBps", r.d2h_GBps);
   run.counter("h2d_GBps", r.h2d_GBps);
   run.counter("copy_limit_GBps", r.limit);
@@ -109,36 +99,33 @@ Status run_offload_grads(Run& run, Compute& compute, const OffloadBenchSetup& se
   const size_t gsize = dtype_size(c.grad_dtype);
 
   Timing t;
-  std::vector<double> exposed, exposed_comm, tail, copy_s, reduce_s, d2h, h2d, adds;
+  bool reduce_timed = true;  // whether the backend times the step's reduce-scatters (NCCL does not)
   ZB_RETURN_IF_ERROR(run.per_iteration([&]() -> Status {
     ZB_RETURN_IF_ERROR(g->step());
     const OffloadTimes& w = g->last();
     // A slot is held by its reduce-scatter and then its copy-out: compute's wait for it is
     // both, and so is the work it is held against.
-    exposed.push_back(w.exposed_s + w.exposed_comm_s);
-    exposed_comm.push_back(w.exposed_comm_s);
-    reduce_s.push_back(w.reduce_s);
-    tail.push_back(w.tail_s);
-    copy_s.push_back(w.copies.d2h_s + w.copies.host_s);
-    d2h.push_back(w.copies.d2h_bytes / w.copies.d2h_s / 1e9);
-    h2d.push_back(w.copies.h2d_bytes / w.copies.h2d_s / 1e9);
+    run.sample("exposed", w.exposed_s + w.exposed_comm_s);
+    run.sample("exposed_comm", w.exposed_comm_s);
+    run.sample("tail", w.tail_s);
+    reduce_timed = !std::isnan(w.reduce_s);
+    run.sample("copy", w.copies.d2h_s + w.copies.host_s + (reduce_timed ? w.reduce_s : 0.0));
+    // Bandwidths: the slowest rank's.
+    run.sample("d2h", w.copies.d2h_bytes / w.copies.d2h_s / 1e9, Worst::min);
+    run.sample("h2d", w.copies.h2d_bytes / w.copies.h2d_s / 1e9, Worst::min);
     // Each add reads the shard and the copied block and writes the shard.
     const double added = 3.0 * double(g->layout().shard()) * double(gsize) * (c.microbatches - 1);
-    adds.push_back(c.microbatches > 1 ? added / w.copies.host_s / 1e9 : 0.0);
+    run.sample("adds", c.microbatches > 1 ? added / w.copies.host_s / 1e9 : 0.0, Worst::min);
     return Status::ok();
   }, &t));
   run.report(t);
   out->step_s = t.median_s;
-  ZB_RETURN_IF_ERROR(timed_median(d, exposed, t.iterations, &out->exposed_s));
-  ZB_RETURN_IF_ERROR(timed_median(d, tail, t.iterations, &out->tail_s));
-  ZB_RETURN_IF_ERROR(timed_median(d, exposed_comm, t.iterations, &out->exposed_comm_s));
-  // Bandwidths: the slowest rank's (the max of the negated value).
-  for (auto [v, o] : {std::pair{&d2h, &out->d2h_GBps}, {&h2d, &out->h2d_GBps}, {&adds, &out->accumulate_GBps}}) {
-    for (double& x : *v) x = -x;
-    ZB_RETURN_IF_ERROR(timed_median(d, *v, t.iterations, o));
-    *o = -*o;
-  }
-  if (c.microbatches == 1) out->accumulate_GBps = NAN;  // nothing was added (no medians of NaN)
+  out->exposed_s = t.side("exposed");
+  out->tail_s = t.side("tail");
+  out->exposed_comm_s = t.side("exposed_comm");
+  out->d2h_GBps = t.side("d2h");
+  out->h2d_GBps = t.side("h2d");
+  out->accumulate_GBps = c.microbatches > 1 ? t.side("adds") : NAN;  // with one, nothing was added
 
   if (!setup.trace_path.empty()) {
     const std::string meta = "\"benchmark\": \"offload_grads\", \"ranks\": " + std::to_string(n) +
@@ -176,10 +163,9 @@ Status run_offload_grads(Run& run, Compute& compute, const OffloadBenchSetup& se
   }
   out->hide_condition_s = condition;
   // The step's reduce-scatters as the backend timed them; where it does not (NCCL), each
-  // fill's counts as the largest chunk's alone.
-  for (size_t i = 0; i < copy_s.size(); ++i)
-    copy_s[i] += std::isnan(reduce_s[i]) ? reduce_alone_s * c.microbatches * c.chunks : reduce_s[i];
-  ZB_RETURN_IF_ERROR(timed_median(d, copy_s, t.iterations, &out->copy_s));
+  // fill's counts as the largest chunk's alone (a constant, which the worst rank and the
+  // median carry through unchanged).
+  out->copy_s = t.side("copy") + (reduce_timed ? 0.0 : reduce_alone_s * c.microbatches * c.chunks);
   out->hidden_frac = 1.0 - out->exposed_s / out->copy_s;
   ZB_RETURN_IF_ERROR(copy_limits(run, compute.kind(), g->largest_block() * gsize, out));
   out->limit = out->limit_d2h;
@@ -193,7 +179,7 @@ Status run_offload_grads(Run& run, Compute& compute, const OffloadBenchSetup& se
   run.counter("microbatches", c.microbatches);
   run.counter("chunks", c.chunks);
   run.counter("chunk_bytes", double(g->slot_bytes()));
-  run.counter("host_bytes_per_param_tracked", g->host_state_bytes() / psi);
+  run.counter("host_bytes_per_param_accounted", g->host_state_bytes() / psi);
   run.counter("tail_copy_s", out->tail_s);
   run.counter("exposed_comm_s", out->exposed_comm_s);
   common_counters(run, *out, c.slots);
@@ -211,23 +197,20 @@ Status run_offload_weights(Run& run, Compute& compute, const OffloadBenchSetup& 
   const double psi = double(w->params());
 
   Timing t;
-  std::vector<double> exposed, head, copy_s, h2d;
   ZB_RETURN_IF_ERROR(run.per_iteration([&]() -> Status {
     ZB_RETURN_IF_ERROR(w->step());
-    exposed.push_back(w->last().exposed_s);
-    head.push_back(w->last().head_s);
-    copy_s.push_back(w->last().copies.h2d_s);
-    h2d.push_back(-w->last().copies.h2d_bytes / w->last().copies.h2d_s / 1e9);
+    run.sample("exposed", w->last().exposed_s);
+    run.sample("head", w->last().head_s);
+    run.sample("copy", w->last().copies.h2d_s);
+    run.sample("h2d", w->last().copies.h2d_bytes / w->last().copies.h2d_s / 1e9, Worst::min);
     return Status::ok();
   }, &t));
   run.report(t);
   out->step_s = t.median_s;
-  ZB_RETURN_IF_ERROR(timed_median(d, exposed, t.iterations, &out->exposed_s));
-  double head_s = 0;
-  ZB_RETURN_IF_ERROR(timed_median(d, head, t.iterations, &head_s));
-  ZB_RETURN_IF_ERROR(timed_median(d, copy_s, t.iterations, &out->copy_s));
-  ZB_RETURN_IF_ERROR(timed_median(d, h2d, t.iterations, &out->h2d_GBps));
-  out->h2d_GBps = -out->h2d_GBps;
+  out->exposed_s = t.side("exposed");
+  const double head_s = t.side("head");
+  out->copy_s = t.side("copy");
+  out->h2d_GBps = t.side("h2d");
   out->hidden_frac = 1.0 - out->exposed_s / out->copy_s;
   if (!setup.trace_path.empty()) {
     const std::string meta = "\"benchmark\": \"offload_weights\", \"ranks\": " + std::to_string(d.size()) +

@@ -1,9 +1,7 @@
 // The optimizer step of each ZeRO stage: reduce, update, gather, each part timed.
 #include "bench/optimizer_step.h"
 
-#include <algorithm>
-
-#include "harness/core/stats.h"
+#include "harness/core/clock.h"
 
 namespace zb {
 
@@ -30,9 +28,8 @@ Status run_step_benchmark(Run& run, Compute& compute, const StepSetup& setup, St
   ZB_RETURN_IF_ERROR(z->local_gradient(local.data()));
   out->padding = layout.padding();
 
-  // Each part is timed on this rank's clock; the maxima over ranks are taken after the loop,
-  // so no reduction of ours runs inside a timed step.
-  std::vector<double> parts;
+  // Each part is timed on this rank's clock and handed to the driver, which reduces the parts
+  // as it reduces the step, after the loop, so no reduction of ours runs inside a timed step.
   auto once = [&]() -> Status {
     double t0 = now_seconds();
     ZB_RETURN_IF_ERROR(z->reduce_gradient(local.data()));
@@ -43,21 +40,17 @@ Status run_step_benchmark(Run& run, Compute& compute, const StepSetup& setup, St
     ZB_RETURN_IF_ERROR(z->gather_updated());
     const StageModel& m = stage_model(setup.stage);
     double t3 = m.all_gathers() && !m.shards_weights() ? now_seconds() : t2;  // else exactly 0
-    parts.insert(parts.end(), {t1 - t0, t2 - t1, t3 - t2});
+    run.sample("reduce", t1 - t0);
+    run.sample("update", t2 - t1);
+    run.sample("gather", t3 - t2);
     return Status::ok();
   };
   Timing t;
   ZB_RETURN_IF_ERROR(run.per_iteration(once, &t));
   run.report(t);
-  // The loop ran the warm-up steps first; their parts are dropped.
-  parts.erase(parts.begin(), parts.begin() + std::min<ptrdiff_t>(ptrdiff_t(parts.size()), 3 * d.warmup()));
-  ZB_RETURN_IF_ERROR(d.max_over_ranks(&parts));
-  double* part_s[3] = {&out->reduce_s, &out->update_s, &out->gather_s};
-  for (size_t p = 0; p < 3; ++p) {
-    std::vector<double> column;
-    for (size_t i = p; i < parts.size(); i += 3) column.push_back(parts[i]);
-    *part_s[p] = median(column);
-  }
+  out->reduce_s = t.side("reduce");
+  out->update_s = t.side("update");
+  out->gather_s = t.side("gather");
   out->step_s = out->reduce_s + out->update_s + out->gather_s;
 
   if (setup.check) {

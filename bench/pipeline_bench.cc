@@ -5,7 +5,6 @@
 #include <cstdio>
 
 #include "harness/core/clock.h"
-#include "harness/core/stats.h"
 #include "harness/plan/pipeline_formula.h"
 #include "harness/plan/state_formula.h"
 
@@ -68,7 +67,7 @@ Status traced_step(Driver& d, PipelineStep& p, const PipelineConfig& c, const st
   char waits[96];
   std::snprintf(waits, sizeof waits, "\"exposed_us\": %.3f, \"tail_us\": %.3f", p.last_exposed_s() * 1e6,
                 p.last_tail_s() * 1e6);
-  return write_chrome_trace(path, p.trace().spans(), origin, d.mpi_comm(), meta + "}", waits);
+  return d.write_trace(path, p.trace().spans(), origin, meta + "}", waits);
 }
 
 }  // namespace
@@ -92,32 +91,27 @@ Status run_pipeline_benchmark(Run& run, Compute& compute, const PipelineBenchSet
   comm.traffic().clear();
 
   Timing t;
-  std::vector<double> exposed, tail;  // per step, measured where compute waited
   auto step = [&]() -> Status {
     ZB_RETURN_IF_ERROR(p->step());
-    exposed.push_back(p->last_exposed_s());
-    tail.push_back(p->last_tail_s());
+    // Measured where compute waited.
+    run.sample("exposed", p->last_exposed_s());
+    run.sample("tail", p->last_tail_s());
     return Status::ok();
   };
   ZB_RETURN_IF_ERROR(run.per_iteration(step, &t));
   run.report(t);
   out->step_s = t.median_s;
-  // The timed steps are the last ones; the warm-up steps came first.
-  for (auto* v : {&exposed, &tail}) {
-    v->erase(v->begin(), v->end() - std::min<ptrdiff_t>(ptrdiff_t(v->size()), t.iterations));
-    ZB_RETURN_IF_ERROR(d.max_over_ranks(v));
-  }
-  out->exposed_s = median(exposed);
-  out->tail_s = median(tail);
+  out->exposed_s = t.side("exposed");
+  out->tail_s = t.side("tail");
   if (!setup.trace_path.empty()) ZB_RETURN_IF_ERROR(traced_step(d, *p, config, setup.trace_path));
   ZB_RETURN_IF_ERROR(p->finish());
 
   const double steps = double(p->steps_done());
-  out->volume = comm.traffic().volume_elements() / steps / psi;
+  out->volume_accounted = comm.traffic().volume_elements() / steps / psi;
   out->volume_measured =
       setup.measure_wire ? d.max_over_ranks(comm.traffic().measured_volume_elements(n)) / steps / psi : NAN;
   out->collectives = double(comm.traffic().size()) / steps;
-  const double wire_ideal = comm.traffic().ideal_wire_bytes(n) / steps;
+  const double wire_accounted = comm.traffic().ideal_wire_bytes(n) / steps;
   if (setup.check) {
     std::vector<Segment> segs = p->check_segments();
     CheckState got, want;
@@ -176,15 +170,15 @@ Status run_pipeline_benchmark(Run& run, Compute& compute, const PipelineBenchSet
   run.counter("padding", double(p->layout().flat.padding()));
   run.counter("microbatches", M);
   run.counter("chunks", config.shape.chunks);
-  run.counter("volume_psi", out->volume);
+  run.counter("volume_psi_accounted", out->volume_accounted);
   run.counter("volume_psi_formula", out->volume_formula);
   run.counter("volume_psi_measured", out->volume_measured);
   run.counter("collectives", out->collectives);
-  run.counter("wire_bytes_ideal", wire_ideal);
-  run.counter("bytes_per_param", out->per_param);
-  run.counter("bytes_per_param_tracked", double(p->tracker().resident_state_bytes()) / psi);
+  run.counter("wire_bytes_accounted", wire_accounted);
+  run.counter("bytes_per_param_measured", out->per_param);
+  run.counter("bytes_per_param_accounted", double(p->tracker().resident_state_bytes()) / psi);
   run.counter("bytes_per_param_formula", out->formula);
-  run.counter("grad_bytes_per_param", out->grad_per_param);
+  run.counter("grad_bytes_per_param_measured", out->grad_per_param);
   run.counter("grad_bytes_per_param_formula", out->grad_formula);
   run.counter("transient_peak_bytes", double(p->tracker().transient_peak_bytes()));
   run.counter("step_s", out->step_s);

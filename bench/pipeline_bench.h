@@ -1,4 +1,4 @@
-// The zb_pipeline benchmark body: one strategy's pipeline step timed whole and with compute and
+// The zb_pipeline benchmark body: one stage's pipeline step timed whole and with compute and
 // communication apart, its volume, memory and final state checked, and a trace.
 #pragma once
 
@@ -24,7 +24,7 @@ struct PipelineBenchSetup {
 struct PipelineResult {
   double step_s = 0, compute_s = NAN, comm_s = NAN, exposed_s = NAN, tail_s = NAN;
   double chunk_reduce_s = NAN, gather_s = NAN, idle_s = 0;
-  double volume = 0, volume_measured = NAN, volume_formula = 0, collectives = 0;
+  double volume_accounted = 0, volume_measured = NAN, volume_formula = 0, collectives = 0;
   double per_param = 0, formula = 0, grad_per_param = 0, grad_formula = 0, wrong = 0;
 };
 

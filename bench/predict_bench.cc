@@ -55,7 +55,7 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction
               std::to_string(counts[int(c)]);
     char exposed[64];
     std::snprintf(exposed, sizeof exposed, "\"exposed_us\": %.3f", out->exposed_s * 1e6);
-    ZB_RETURN_IF_ERROR(write_chrome_trace(setup.trace_path, spans, 0, run.driver().mpi_comm(), meta + "}", exposed));
+    ZB_RETURN_IF_ERROR(run.driver().write_trace(setup.trace_path, spans, 0, meta + "}", exposed));
   }
   Timing t;
   t.iterations = run.driver().iterations();
@@ -74,11 +74,11 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, StepPrediction
   run.counter("ranks", setup.topo.size);
   run.counter("params", psi);
   run.counter("collectives", out->collectives);
-  run.counter("volume_psi", volume / psi);
-  run.counter("step_s", out->step_s);
-  run.counter("compute_s", out->compute_s);
-  run.counter("comm_s", out->comm_s);
-  run.counter("exposed_comm_s", out->exposed_s);
+  run.counter("volume_psi_accounted", volume / psi);
+  run.counter("step_s_predicted", out->step_s);
+  run.counter("compute_s_predicted", out->compute_s);
+  run.counter("comm_s_predicted", out->comm_s);
+  run.counter("exposed_comm_s_predicted", out->exposed_s);
   run.counter("extrapolated", out->extrapolated ? 1 : 0);
   if (setup.measured) {
     // The prediction held against the measured step: relative errors (predicted / measured - 1)

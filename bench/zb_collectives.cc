@@ -1,6 +1,6 @@
 // zb_collectives: all_reduce, reduce_scatter and all_gather over a size sweep, checked
 // element by element, held against the bare library call, with bus bandwidth and wire bytes
-// ideal and measured.
+// by the ring formula and measured.
 #include <cstdio>
 
 #include "bench/collectives_bench.h"
@@ -27,14 +27,14 @@ struct Row {
 
 void print_table(const std::vector<Row>& rows, zb::DType dtype) {
   zb::Table table({"op", "size(B)", "count(elts)", "type", "time(us)", "bare(us)", "overhead",
-                   "algbw(GB/s)", "busbw(GB/s)", "wrong", "wire ideal(B)", "wire measured(B)",
-                   "inter-node ideal(B)", "measured(B)"});
+                   "algbw(GB/s)", "busbw(GB/s)", "wrong", "wire formula(B)", "wire measured(B)",
+                   "inter-node formula(B)", "measured(B)"});
   double busbw_sum = 0, wrong = 0;
   for (const auto& [op, r] : rows) {
     table.add_row({op, std::to_string(r.bytes), std::to_string(r.count), zb::dtype_name(dtype),
                    zb::fmt(r.time_s * 1e6, 1), zb::fmt(r.bare_s * 1e6, 1), zb::fmt(r.time_s / r.bare_s, 3),
-                   zb::fmt(r.algbw, 3), zb::fmt(r.busbw, 3), zb::fmt(r.wrong, 0), zb::fmt(r.wire_ideal, 0),
-                   zb::fmt(r.wire_measured, 0), zb::fmt(r.inter_ideal, 0), zb::fmt(r.inter_measured, 0)});
+                   zb::fmt(r.algbw, 3), zb::fmt(r.busbw, 3), zb::fmt(r.wrong, 0), zb::fmt(r.wire_formula, 0),
+                   zb::fmt(r.wire_measured, 0), zb::fmt(r.inter_formula, 0), zb::fmt(r.inter_measured, 0)});
     busbw_sum += r.busbw;
     wrong += r.wrong;
   }
@@ -50,7 +50,7 @@ void print_table(const std::vector<Row>& rows, zb::DType dtype) {
 int main(int argc, char** argv) {
   zb::Driver driver("zb_collectives",
                     "All-reduce, reduce-scatter and all-gather over a size sweep: time, algbw, "
-                    "busbw, correctness, and wire bytes ideal and measured.");
+                    "busbw, correctness, and wire bytes by the ring formula and measured.");
   Options opt;
   auto& f = driver.flags();
   f.add_list("ops", &opt.ops, "collectives to run; hier_all_reduce: reduce-scatter within each node, "
@@ -74,25 +74,21 @@ int main(int argc, char** argv) {
   f.add_list("groups", &opt.groups, "the ranks each collective runs over: world, node (each node's ranks) or "
              "cross (the ranks at one place on every node); names gain /group:G beyond world",
              zb::Choices<zb::Group>{{"world", zb::Group::world}, {"node", zb::Group::node}, {"cross", zb::Group::cross}});
-  int code = driver.init(argc, argv);
+  int code = driver.parse(argc, argv);
   if (code >= 0) return code;
-  if (opt.min_bytes > opt.max_bytes) {
-    if (driver.root())
-      std::fprintf(stderr, "zb_collectives: --min-bytes (%llu) is larger than --max-bytes (%llu)\n",
-                   (unsigned long long)opt.min_bytes, (unsigned long long)opt.max_bytes);
-    return 2;
-  }
+  if (opt.min_bytes > opt.max_bytes)
+    return driver.bad_flag(zb::Status::error("--min-bytes (" + std::to_string(opt.min_bytes) +
+                                             ") is larger than --max-bytes (" + std::to_string(opt.max_bytes) + ")"));
+  code = driver.start();
+  if (code >= 0) return code;
 
   zb::Communicator& comm = driver.comm();
   const int n = comm.size();
   for (const zb::CollOp& op : opt.ops)
-    if (op.hier && !driver.topology().uniform()) {
+    if (op.hier && !driver.topology().uniform())
       // Each node would pad to its own S, and the ranks would disagree on the buffer.
-      if (driver.root())
-        std::fprintf(stderr, "zb_collectives: --ops=hier_all_reduce needs the same number of ranks on "
-                     "every node; these nodes differ (see --ranks-per-node)\n");
-      return 2;
-    }
+      return driver.bad_flag(zb::Status::error("--ops=hier_all_reduce needs the same number of ranks on every "
+                                               "node; these nodes differ (see --ranks-per-node)"));
   zb::Status s = comm.set_progress(opt.progress);
   if (!s) driver.abort_job(s);
   std::string why_not;

@@ -9,6 +9,7 @@
 #include "harness/core/parse.h"
 #include "harness/core/stats.h"
 #include "harness/driver/driver.h"
+#include "harness/driver/model_flags.h"
 #include "harness/driver/table.h"
 
 namespace {
@@ -16,12 +17,10 @@ namespace {
 enum class Family { grads, weights };
 
 struct Options {
-  double params = 16e6;
-  int64_t layers = 16, chunks = 4, microbatches = 4;
-  std::string model, compute = "none", sweep, trace, slots = "1,2,3";
+  int64_t microbatches = 4;
+  std::string compute = "none", sweep, trace;
+  std::vector<int64_t> slots = {1, 2, 3};
   std::vector<Family> families = {Family::grads, Family::weights};
-  zb::Optimizer optimizer = zb::Optimizer::adam;
-  zb::DType grad_dtype = zb::DType::bf16;
   bool optimizer_on_host = true, check = true;
 };
 
@@ -31,17 +30,6 @@ struct Row {
   std::string compute;
   zb::OffloadResult r;
 };
-
-zb::Status parse_slots(const std::string& text, std::vector<int>* out) {
-  for (const std::string& item : zb::split(text, ',')) {
-    int64_t s = 0;
-    if (!zb::parse_int(item, &s) || s < 1 || s > 64)
-      return zb::Status::error("--slots: '" + item + "' is not a slot count in [1, 64]; give e.g. 1,2,3");
-    out->push_back(int(s));
-  }
-  if (out->empty()) return zb::Status::error("--slots needs a value, e.g. 2 or 1,2,3");
-  return zb::Status::ok();
-}
 
 zb::Status parse_sweep(const std::string& text, std::vector<double>* out) {
   if (text.empty()) return zb::Status::ok();
@@ -69,9 +57,10 @@ void print_table(const std::vector<Row>& rows) {
 
 // Beside a sweep: per family and slot count, the hide condition, and the smallest swept
 // compute per chunk at which the copies hid (hidden_frac >= 0.9).
-void print_sweep(const std::vector<Row>& rows, const std::vector<int>& slots) {
+void print_sweep(const std::vector<Row>& rows, const std::vector<int64_t>& slots) {
   for (const char* family : {"offload_grads", "offload_weights"})
-    for (int s : slots) {
+    for (int64_t s64 : slots) {
+      const int s = int(s64);
       double reached = NAN;
       std::vector<double> conditions;  // measured beside every point: their median
       for (const auto& row : rows) {
@@ -98,18 +87,18 @@ int main(int argc, char** argv) {
   driver.set_default_iterations(10, 2);
   Options opt;
   auto& f = driver.flags();
-  f.add_double("params", &opt.params, "parameters of the model, split over --layers equal layers", 1, 1e13);
-  f.add_int("layers", &opt.layers, "layers of the uniform model", 1, 1 << 20);
-  f.add_string("model", &opt.model, "gpt:layers=L,hidden=H,vocab=V (real, unequal layer sizes)");
+  zb::ModelFlagSpec spec;
+  spec.bucket = spec.stages = false;
+  spec.chunks = true;
+  spec.chunks_default = 4;
+  zb::ModelFlags model_flags(f, spec);
   f.add_int("microbatches", &opt.microbatches, "offload_grads: micro-batches per step", 1, 4096);
-  f.add_int("chunks", &opt.chunks, "offload_grads: chunks the layers are cut into (one slot fill each)", 1, 4096);
-  f.add_string("slots", &opt.slots, "device slots, a count or a list (one benchmark each)");
+  f.add_ints("slots", &opt.slots, "device slots, a count or a list (one benchmark each)", 1, 64);
   zb::Choices<Family> families{{"grads", Family::grads}, {"weights", Family::weights}};
-  f.add_list("offload", &opt.families, "what goes through the slots", families);
+  f.add_list("offload", &opt.families, "what goes through the slots: grads (a chunk per slot) or weights (a "
+             "layer per slot)", families);
   f.add_choice("optimizer-on", &opt.optimizer_on_host, "offload_grads: where the optimizer updates the shard",
                zb::Choices<bool>{{"host", true}, {"device", false}});
-  f.add_choice("optimizer", &opt.optimizer, "adam (12 bytes of state) or momentum (8)", zb::optimizer_choices());
-  f.add_choice("grad-dtype", &opt.grad_dtype, "gradient dtype", zb::dtype_choices());
   f.add_bool("check", &opt.check, "compare the final state with a single-process reference, and each loaded "
              "layer with its host copy");
   f.add_string("compute", &opt.compute, "compute per chunk (offload_grads) or per layer (offload_weights): "
@@ -117,28 +106,26 @@ int main(int argc, char** argv) {
   f.add_string("compute-sweep", &opt.sweep, "US,US,...: compute values (kind from --compute, sleep by default), "
                "one benchmark per slot count and value");
   f.add_string("trace", &opt.trace, "write a Chrome trace of one step of every rank here");
-  int code = driver.init(argc, argv);
+  int code = driver.parse(argc, argv);
   if (code >= 0) return code;
 
-  zb::Communicator& comm = driver.comm();
-  zb::ModelSpec model;
+  zb::ModelSetup ms;
   zb::ComputeSpec compute_spec;
-  std::vector<int> slots;
   std::vector<double> sweep_us;
-  zb::Status s = zb::make_model(opt.model, opt.params, opt.layers, &model);
+  zb::Status s = model_flags.resolve(&ms);
   if (s) s = zb::parse_compute_spec(opt.compute, &compute_spec);
   if (s && compute_spec.kind == zb::ComputeSpec::Kind::gemm)
     s = zb::Status::error("--compute=" + opt.compute + ": zb_offload takes none, sleep:US or spin:US");
-  if (s) s = parse_slots(opt.slots, &slots);
   if (s) s = parse_sweep(opt.sweep, &sweep_us);
-  if (s && int64_t(model.layers.size()) < opt.chunks)
-    s = zb::Status::error("--chunks=" + std::to_string(opt.chunks) + " is more than the model's " +
-                          std::to_string(model.layers.size()) + " layers");
+  if (s && int64_t(ms.model.layers.size()) < ms.chunks)
+    s = zb::Status::error("--chunks=" + std::to_string(ms.chunks) + " is more than the model's " +
+                          std::to_string(ms.model.layers.size()) + " layers");
   if (s && !opt.trace.empty()) s = zb::check_output_path("--trace", opt.trace);
-  if (!s) {
-    if (driver.root()) std::fprintf(stderr, "zb_offload: %s\n", s.message().c_str());
-    return 2;
-  }
+  if (!s) return driver.bad_flag(s);
+  code = driver.start();
+  if (code >= 0) return code;
+  zb::Communicator& comm = driver.comm();
+  const zb::ModelSpec& model = ms.model;
   std::unique_ptr<zb::Compute> compute;
   s = zb::Compute::create(comm.mem_kind(), driver.cpu_threads_per_rank(), &compute);
   if (!s) driver.abort_job(s);
@@ -153,20 +140,21 @@ int main(int argc, char** argv) {
     p.text = std::string(p.kind == zb::ComputeSpec::Kind::spin ? "spin:" : "sleep:") + zb::fmt(us, 0);
     points.push_back({p.text, p});
   }
-  const size_t runs = opt.families.size() * slots.size() * points.size();
+  const size_t runs = opt.families.size() * opt.slots.size() * points.size();
   std::vector<Row> rows;
   const std::string shape = "/params:" + std::to_string(model.params()) + "/layers:" + std::to_string(model.layers.size());
   for (Family fam : opt.families)
-    for (int sl : slots)
+    for (int64_t sl64 : opt.slots)
       for (const auto& [text, spec] : points) {
+        const int sl = int(sl64);
         zb::OffloadBenchSetup setup;
         setup.model = &model;
         setup.compute = spec;
         setup.check = opt.check && sweep_us.empty();
-        setup.config.optimizer.kind = opt.optimizer;
-        setup.config.grad_dtype = opt.grad_dtype;
+        setup.config.optimizer = ms.step.optimizer;
+        setup.config.grad_dtype = ms.step.grad_dtype;
         setup.config.microbatches = int(opt.microbatches);
-        setup.config.chunks = int(opt.chunks);
+        setup.config.chunks = ms.chunks;
         setup.config.slots = sl;
         setup.config.optimizer_on_host = opt.optimizer_on_host;
         setup.config.host_threads = driver.cpu_threads_per_rank();
@@ -176,9 +164,9 @@ int main(int argc, char** argv) {
         setup.trace_path = zb::per_stage_path(opt.trace, tag, runs);
         std::string name = family + shape;
         if (fam == Family::grads)
-          name += "/microbatches:" + std::to_string(opt.microbatches) + "/chunks:" + std::to_string(opt.chunks) +
+          name += "/microbatches:" + std::to_string(opt.microbatches) + "/chunks:" + std::to_string(ms.chunks) +
                   "/slots:" + std::to_string(sl) + "/optimizer_on:" + (opt.optimizer_on_host ? "host" : "device") +
-                  "/grad:" + zb::dtype_name(opt.grad_dtype) + "/compute:" + text;
+                  "/grad:" + zb::dtype_name(ms.step.grad_dtype) + "/compute:" + text;
         else
           name += "/slots:" + std::to_string(sl) + "/compute:" + text;
         driver.add(name, [&, setup, fam, family, sl, text](zb::Run& run) -> zb::Status {
@@ -200,17 +188,17 @@ int main(int argc, char** argv) {
   code = driver.run();
   if (driver.root() && !rows.empty()) {
     const bool gpu = comm.mem_kind() == zb::MemKind::device;
-    std::printf("\n# zb_offload: %d ranks, %s, Psi = %.0f, %ld micro-batches, %ld chunks, optimizer %s on the %s, "
+    std::printf("\n# zb_offload: %d ranks, %s, Psi = %.0f, %ld micro-batches, %d chunks, optimizer %s on the %s, "
                 "%s gradients, backend %s, %s\n",
                 comm.size(), model.description.c_str(), double(model.params()), long(opt.microbatches),
-                long(opt.chunks), zb::optimizer_name(opt.optimizer), opt.optimizer_on_host ? "host" : "device",
-                zb::dtype_name(opt.grad_dtype), zb::backend_name(comm.backend()),
+                ms.chunks, zb::optimizer_name(ms.step.optimizer.kind), opt.optimizer_on_host ? "host" : "device",
+                zb::dtype_name(ms.step.grad_dtype), zb::backend_name(comm.backend()),
                 gpu ? "copies pinned host <-> device" : "copies host-to-host (CPU ranks: no device)");
     print_table(rows);
     std::printf("# device B/param measured: %s growth around the slots; exposed: time compute waited for a slot (its reduce-scatter, then its copy); "
                 "copy: reduce-scatters + copies + adds in the step; hidden = 1 - exposed / copy; condition: per chunk, those alone "
                 "(weights: one layer's copy)\n", gpu ? "cudaMemGetInfo" : "resident-set");
-    if (!sweep_us.empty()) print_sweep(rows, slots);
+    if (!sweep_us.empty()) print_sweep(rows, opt.slots);
   }
   return code;
 }

@@ -79,32 +79,32 @@ int main(int argc, char** argv) {
   f.add_list("kernels", &opt.kernels, "optimizers, in the kernel benchmarks and in the step",
              zb::optimizer_choices());
   f.add_list("grad-dtype", &opt.grads, "gradient dtypes", zb::dtype_choices());
-  f.add_bytes("min-params", &opt.min_params, "smallest kernel size in parameters (K, M, G: powers of "
-              "1024)", 1);
-  f.add_bytes("max-params", &opt.max_params, "largest kernel size; 0: 64M on CPU, 256M on GPU");
+  const uint64_t most = uint64_t(1) << 40;
+  f.add_count("min-params", &opt.min_params, "smallest kernel size in parameters", 1, most);
+  f.add_count("max-params", &opt.max_params,
+              "largest kernel size; 0: 2^26 parameters on CPU, 2^28 on GPU", 0, most);
   f.add_double("step-factor", &opt.step_factor, "kernel size multiplier between steps", 1.0, 1024);
   f.add_list("stages", &opt.stages, "stages of the optimizer step", zb::stage_choices());
-  f.add_bytes("step-params", &opt.step_params, "parameters of the optimizer step", 1);
+  f.add_count("step-params", &opt.step_params, "parameters of the optimizer step", 1, most);
   f.add_int("buckets", &opt.buckets, "equal buckets the step reduces and gathers one collective each",
             1, 1 << 20);
   f.add_bool("check", &opt.check, "compare the step's final state with a single-process reference");
-  int code = driver.init(argc, argv);
+  int code = driver.parse(argc, argv);
+  if (code >= 0) return code;
+  // The default sizes are the device's: its memory, not the host's.
+  if (opt.max_params == 0) opt.max_params = driver.backend() == zb::Backend::nccl ? 256ull << 20 : 64ull << 20;
+  if (opt.min_params > opt.max_params)
+    return driver.bad_flag(zb::Status::error("--min-params (" + std::to_string(opt.min_params) +
+                                             ") is larger than --max-params (" +
+                                             std::to_string(opt.max_params) + ")"));
+  if (uint64_t(opt.buckets) > opt.step_params)
+    return driver.bad_flag(zb::Status::error("--buckets (" + std::to_string(opt.buckets) +
+                                             ") exceeds --step-params (" + std::to_string(opt.step_params) +
+                                             "): a bucket needs at least one parameter"));
+  code = driver.start();
   if (code >= 0) return code;
 
   zb::Communicator& comm = driver.comm();
-  const bool gpu = comm.mem_kind() == zb::MemKind::device;
-  if (opt.max_params == 0) opt.max_params = gpu ? 256ull << 20 : 64ull << 20;
-  std::string bad;
-  if (opt.min_params > opt.max_params)
-    bad = "--min-params (" + std::to_string(opt.min_params) + ") is larger than --max-params (" +
-          std::to_string(opt.max_params) + ")";
-  else if (uint64_t(opt.buckets) > opt.step_params)
-    bad = "--buckets (" + std::to_string(opt.buckets) + ") exceeds --step-params (" +
-          std::to_string(opt.step_params) + "): a bucket needs at least one parameter";
-  if (!bad.empty()) {
-    if (driver.root()) std::fprintf(stderr, "zb_optimizer: %s\n", bad.c_str());
-    return 2;
-  }
   std::unique_ptr<zb::Compute> compute;
   zb::Status s = zb::Compute::create(comm.mem_kind(), driver.cpu_threads_per_rank(), &compute);
   // Nothing here overlaps a collective with compute: each runs on the caller, like a bare call.

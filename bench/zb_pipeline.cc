@@ -9,19 +9,16 @@
 #include "harness/core/files.h"
 #include "harness/core/parse.h"
 #include "harness/driver/driver.h"
+#include "harness/driver/model_flags.h"
 #include "harness/driver/table.h"
 #include "harness/plan/pipeline_formula.h"
 
 namespace {
 
 struct Options {
-  double params = 16e6, bucket_mb = 25;
-  int64_t layers = 16, chunks = 2, pp = 2, pp_rank = 0;
-  std::string model, compute = "none", trace, microbatches = "4";
-  zb::Optimizer optimizer = zb::Optimizer::adam;
-  zb::DType grad_dtype = zb::DType::bf16;
+  int64_t pp = 2, pp_rank = 0;
+  std::string compute = "none", trace, microbatches = "4";
   bool check = true, split = true;
-  std::vector<zb::Stage> strategies = zb::pipeline_stages();
 };
 
 struct Row {
@@ -51,13 +48,13 @@ zb::Status parse_microbatches(const std::string& text, std::vector<int>* out) {
 }
 
 void print_table(const std::vector<Row>& rows) {
-  zb::Table table({"strategy", "M", "bytes/param formula", "measured", "grad bytes/param formula", "measured",
-                   "volume formula(Psi)", "ideal(Psi)", "measured(Psi)", "step(ms)", "compute(ms)",
+  zb::Table table({"stage", "M", "bytes/param formula", "measured", "grad bytes/param formula", "measured",
+                   "volume formula(Psi)", "accounted(Psi)", "measured(Psi)", "step(ms)", "compute(ms)",
                    "exposed(ms)", "tail(ms)", "chunk reduce(ms)", "gather(ms)", "wrong"});
   for (const auto& [stage, m, r] : rows)
     table.add_row({stage, std::to_string(m), zb::fmt(r.formula, 3), zb::fmt(r.per_param, 3),
                    zb::fmt(r.grad_formula, 3), zb::fmt(r.grad_per_param, 3), zb::fmt(r.volume_formula, 4),
-                   zb::fmt(r.volume, 4), zb::fmt(r.volume_measured, 4), zb::fmt(r.step_s * 1e3, 2),
+                   zb::fmt(r.volume_accounted, 4), zb::fmt(r.volume_measured, 4), zb::fmt(r.step_s * 1e3, 2),
                    zb::fmt(r.compute_s * 1e3, 2), zb::fmt(r.exposed_s * 1e3, 2), zb::fmt(r.tail_s * 1e3, 2),
                    zb::fmt(r.chunk_reduce_s * 1e3, 2), zb::fmt(r.gather_s * 1e3, 2), zb::fmt(r.wrong, 0)});
   table.print(stdout);
@@ -73,49 +70,49 @@ int main(int argc, char** argv) {
   driver.set_default_iterations(10, 2);
   Options opt;
   auto& f = driver.flags();
-  f.add_double("params", &opt.params, "parameters of the whole model, split over --layers equal layers", 1, 1e13);
-  f.add_int("layers", &opt.layers, "layers of the uniform model", 1, 1 << 20);
-  f.add_string("model", &opt.model, "gpt:layers=L,hidden=H,vocab=V (real, unequal layer sizes)");
+  zb::ModelFlagSpec spec;
+  spec.chunks = true;
+  spec.chunks_default = 2;
+  spec.stage_set = zb::pipeline_stages();
+  spec.params_help = "parameters of the whole model, split over --layers equal layers";
+  spec.bucket_help = "gradient bucket size in MiB of gradients, within a chunk";
+  spec.stages_help = "ZeRO stages to run under the pipeline";
+  zb::ModelFlags model_flags(f, spec);
   f.add_string("microbatches", &opt.microbatches, "micro-batches per step, M or a list 1,2,4,8");
-  f.add_int("chunks", &opt.chunks, "model chunks per pipeline rank (virtual stages; 1 is plain 1F1B)", 1, 1024);
   f.add_int("pp", &opt.pp, "pipeline ranks P; the model is cut into pp x chunks virtual stages", 1, 1024);
   f.add_int("pp-rank", &opt.pp_rank, "the pipeline rank p every data-parallel rank plays", 0, 1023);
-  f.add_double("bucket-mb", &opt.bucket_mb, "gradient bucket size in MiB of gradients, within a chunk", 1e-6, 1 << 20);
-  f.add_choice("optimizer", &opt.optimizer, "adam (12 bytes of state) or momentum (8)", zb::optimizer_choices());
-  f.add_choice("grad-dtype", &opt.grad_dtype, "gradient dtype", zb::dtype_choices());
-  zb::Choices<zb::Stage> strategies;
-  for (zb::Stage s : zb::pipeline_stages()) strategies.push_back({zb::stage_name(s), s});
-  f.add_list("strategies", &opt.strategies, "strategies to run", strategies);
   f.add_bool("check", &opt.check, "compare the final state with a single-process reference");
   f.add_bool("split", &opt.split, "also time compute alone, communication alone, one chunk's reduction and "
              "the gathers (--no-split: volumes and memory only)");
   f.add_string("compute", &opt.compute, "per-layer compute: none, sleep:US, spin:US or gemm:TOKENS "
                "(forward; backward twice as long)");
   f.add_string("trace", &opt.trace, "write a Chrome trace of one step of every rank here");
-  int code = driver.init(argc, argv);
+  int code = driver.parse(argc, argv);
+  if (code >= 0) return code;
+
+  zb::ModelSetup ms;
+  zb::ComputeSpec compute_spec;
+  std::vector<int> microbatches;
+  zb::Status s = model_flags.resolve(&ms);
+  if (s) s = zb::parse_compute_spec(opt.compute, &compute_spec);
+  if (s) s = parse_microbatches(opt.microbatches, &microbatches);
+  for (int m : microbatches) {
+    // The layout's own checks (enough layers for pp x chunks) hold at any rank count.
+    const zb::PipelineShape shape{m, ms.chunks, int(opt.pp), int(opt.pp_rank)};
+    zb::PipelineLayout layout;
+    if (s) s = zb::check_pipeline(shape);
+    if (s) s = zb::make_pipeline_layout(ms.model, shape, ms.step.bucket_elems, 1, 1, &layout);
+  }
+  if (s && !opt.trace.empty()) s = zb::check_output_path("--trace", opt.trace);
+  if (!s) return driver.bad_flag(s);
+  code = driver.start();
   if (code >= 0) return code;
 
   zb::Communicator& comm = driver.comm();
   const int n = comm.size();
-  zb::ModelSpec model;
-  zb::ComputeSpec compute_spec;
-  std::vector<int> microbatches;
-  zb::Status s = zb::make_model(opt.model, opt.params, opt.layers, &model);
-  if (s) s = zb::parse_compute_spec(opt.compute, &compute_spec);
-  if (s) s = parse_microbatches(opt.microbatches, &microbatches);
-  const uint64_t bucket =
-      std::max<uint64_t>(1, uint64_t(opt.bucket_mb * 1048576.0 / double(zb::dtype_size(opt.grad_dtype))));
-  for (int m : microbatches) {
-    zb::PipelineShape shape{m, int(opt.chunks), int(opt.pp), int(opt.pp_rank)};
-    zb::PipelineLayout layout;
-    if (s) s = zb::check_pipeline(shape);
-    if (s) s = zb::make_pipeline_layout(model, shape, bucket, n, n, &layout);
-  }
-  if (s && !opt.trace.empty()) s = zb::check_output_path("--trace", opt.trace);
-  if (!s) {
-    if (driver.root()) std::fprintf(stderr, "zb_pipeline: %s\n", s.message().c_str());
-    return 2;
-  }
+  const zb::ModelSpec& model = ms.model;
+  const zb::Optimizer optimizer = ms.step.optimizer.kind;
+  const zb::DType grad_dtype = ms.step.grad_dtype;
   std::unique_ptr<zb::Compute> compute;
   s = zb::Compute::create(comm.mem_kind(), driver.cpu_threads_per_rank(), &compute);
   if (!s) driver.abort_job(s);
@@ -124,8 +121,8 @@ int main(int argc, char** argv) {
   comm.set_measure_wire(measurable);
 
   std::vector<Row> rows;
-  const bool several = opt.strategies.size() * microbatches.size() > 1;
-  for (zb::Stage st : opt.strategies)
+  const bool several = ms.stages.size() * microbatches.size() > 1;
+  for (zb::Stage st : ms.stages)
     for (int m : microbatches) {
       zb::PipelineBenchSetup setup;
       setup.model = &model;
@@ -134,16 +131,16 @@ int main(int argc, char** argv) {
       setup.split = opt.split;
       setup.measure_wire = measurable;
       setup.config.stage = st;
-      setup.config.optimizer.kind = opt.optimizer;
-      setup.config.grad_dtype = opt.grad_dtype;
-      setup.config.bucket_elems = bucket;
-      setup.config.shape = {m, int(opt.chunks), int(opt.pp), int(opt.pp_rank)};
+      setup.config.optimizer = ms.step.optimizer;
+      setup.config.grad_dtype = grad_dtype;
+      setup.config.bucket_elems = ms.step.bucket_elems;
+      setup.config.shape = {m, ms.chunks, int(opt.pp), int(opt.pp_rank)};
       setup.config.corrupt = driver.faults().corrupt_rank == comm.rank();
       const std::string stage = zb::stage_name(st);
       std::string suffix = several ? "_" + stage + (microbatches.size() > 1 ? "_m" + std::to_string(m) : "") : "";
       setup.trace_path = trace_path(opt.trace, suffix);
       const std::string name =
-          zb::pipeline_benchmark_name(st, model, setup.config.shape, opt.optimizer, opt.grad_dtype, opt.compute);
+          zb::pipeline_benchmark_name(st, model, setup.config.shape, optimizer, grad_dtype, opt.compute);
       driver.add(name, [&, setup, stage, m](zb::Run& run) -> zb::Status {
         zb::PipelineResult r;
         ZB_RETURN_IF_ERROR(zb::run_pipeline_benchmark(run, *compute, setup, &r));
@@ -157,10 +154,10 @@ int main(int argc, char** argv) {
 
   code = driver.run();
   if (driver.root() && !rows.empty()) {
-    std::printf("\n# zb_pipeline: %d ranks, %s, Psi of the whole model = %.0f, %ld chunks, pp %ld, pp rank %ld, %s, "
+    std::printf("\n# zb_pipeline: %d ranks, %s, Psi of the whole model = %.0f, %d chunks, pp %ld, pp rank %ld, %s, "
                 "%s gradients, compute %s, backend %s\n",
-                n, model.description.c_str(), double(model.params()), long(opt.chunks), long(opt.pp),
-                long(opt.pp_rank), zb::optimizer_name(opt.optimizer), zb::dtype_name(opt.grad_dtype),
+                n, model.description.c_str(), double(model.params()), ms.chunks, long(opt.pp),
+                long(opt.pp_rank), zb::optimizer_name(optimizer), zb::dtype_name(grad_dtype),
                 opt.compute.c_str(), zb::backend_name(comm.backend()));
     print_table(rows);
     std::printf("# per parameter of this pipeline stage; measured: %s growth while the state was allocated; "

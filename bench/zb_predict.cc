@@ -9,6 +9,7 @@
 #include "bench/predict_bench.h"
 #include "harness/core/files.h"
 #include "harness/driver/driver.h"
+#include "harness/driver/model_flags.h"
 #include "harness/driver/table.h"
 #include "harness/plan/pipeline_formula.h"
 #include "harness/predict/results.h"
@@ -16,13 +17,10 @@
 namespace {
 
 struct Options {
-  std::string sweep, model, compute = "none", trace, measured, microbatches;
-  int64_t ranks = 0, layers = 16, prefetch = 1, chunks = 2, pp = 2, pp_rank = 0;
-  double params = 16e6, bucket_mb = 25;
-  zb::Optimizer optimizer = zb::Optimizer::adam;
-  zb::DType grad_dtype = zb::DType::bf16;
+  std::string sweep, compute = "none", trace, measured;
+  std::vector<int64_t> microbatches;  // empty: zb_zero's steps
+  int64_t ranks = 0, prefetch = 1, pp = 2, pp_rank = 0;
   bool overlap = true;
-  std::vector<zb::Stage> stages = zb::all_stages();
 };
 
 struct Row {
@@ -44,35 +42,32 @@ int main(int argc, char** argv) {
   auto& f = driver.flags();
   f.add_string("sweep", &opt.sweep, "zb_collectives results JSON measured at --ranks ranks (required)");
   f.add_int("ranks", &opt.ranks, "data-parallel ranks to predict for (default: the sweep's)", 0, 1 << 20);
-  f.add_double("params", &opt.params, "parameters, split over --layers equal layers", 1, 1e13);
-  f.add_int("layers", &opt.layers, "layers of the uniform model", 1, 1 << 20);
-  f.add_string("model", &opt.model, "gpt:layers=L,hidden=H,vocab=V (real, unequal layer sizes)");
-  f.add_double("bucket-mb", &opt.bucket_mb, "gradient bucket size in MiB of gradients", 1e-6, 1 << 20);
-  f.add_choice("optimizer", &opt.optimizer, "adam or momentum", zb::optimizer_choices());
-  f.add_choice("grad-dtype", &opt.grad_dtype, "gradient dtype", zb::dtype_choices());
-  f.add_list("stages", &opt.stages, "stages to predict", zb::stage_choices());
+  zb::ModelFlagSpec spec;
+  spec.chunks = true;
+  spec.chunks_default = 2;
+  spec.stages_help = "stages to predict";
+  zb::ModelFlags model_flags(f, spec);
   f.add_string("compute", &opt.compute, "per-layer compute: none, sleep:US or spin:US (forward; "
                "backward twice as long), as zb_zero takes it");
   f.add_choice("overlap", &opt.overlap, "off: every collective serialised after the compute it follows",
                zb::Choices<bool>{{"on", true}, {"off", false}});
   f.add_int("prefetch", &opt.prefetch, "z3: layers all-gathered ahead of the one computing", 0, 64);
   f.add_string("trace", &opt.trace, "write the predicted step as a Chrome trace here (PATH_<stage> for several)");
-  f.add_string("microbatches", &opt.microbatches, "predict zb_pipeline's steps instead: micro-batches per step, "
-               "M or a list 1,2,4,8 (--stages then takes dp, z1, z2)");
-  f.add_int("chunks", &opt.chunks, "pipeline: model chunks per pipeline rank", 1, 1024);
+  f.add_ints("microbatches", &opt.microbatches, "predict zb_pipeline's steps instead: micro-batches per step, "
+             "M or a list 1,2,4,8 (--stages then takes dp, z1, z2)", 1, 4096);
   f.add_int("pp", &opt.pp, "pipeline: pipeline ranks P", 1, 1024);
   f.add_int("pp-rank", &opt.pp_rank, "pipeline: the pipeline rank p every data-parallel rank plays", 0, 1023);
   f.add_string("measured", &opt.measured, "zb_zero results JSON of the same configuration: report each "
                "prediction's error against the measured step");
-  int code = driver.init(argc, argv);
+  int code = driver.parse(argc, argv);
   if (code >= 0) return code;
 
-  zb::ModelSpec model;
+  zb::ModelSetup ms;
   zb::ComputeSpec compute;
   zb::Sweep sweep;
   zb::Status s = opt.sweep.empty() ? zb::Status::error("needs --sweep=PATH, a zb_collectives results JSON")
                                    : zb::Sweep::load(opt.sweep, &sweep);
-  if (s) s = zb::make_model(opt.model, opt.params, opt.layers, &model);
+  if (s) s = model_flags.resolve(&ms);
   if (s) s = zb::parse_compute_spec(opt.compute, &compute);
   if (s && compute.kind == zb::ComputeSpec::Kind::gemm)
     s = zb::Status::error("--compute=gemm cannot be predicted (its time is the GPU's); use sleep:US or spin:US");
@@ -81,16 +76,9 @@ int main(int argc, char** argv) {
     s = zb::Status::error("--ranks=" + std::to_string(ranks) + " but the sweep was measured at " +
                           std::to_string(sweep.ranks()) + " ranks; sweep at the rank count you predict");
   if (s && !opt.trace.empty()) s = zb::check_output_path("--trace", opt.trace);
-  std::vector<int> microbatches;
-  for (const std::string& item : opt.microbatches.empty() ? std::vector<std::string>{} : zb::split(opt.microbatches, ',')) {
-    int64_t m = 0;
-    if (s && (!zb::parse_int(item, &m) || m < 1 || m > 4096))
-      s = zb::Status::error("--microbatches: '" + item + "' is not a count in [1, 4096]; give M or a list 1,2,4,8");
-    microbatches.push_back(int(m));
-  }
-  for (int m : microbatches) {
-    if (s) s = zb::check_pipeline({m, int(opt.chunks), int(opt.pp), int(opt.pp_rank)});
-    for (zb::Stage st : opt.stages)
+  for (int64_t m : opt.microbatches) {
+    if (s) s = zb::check_pipeline({int(m), ms.chunks, int(opt.pp), int(opt.pp_rank)});
+    for (zb::Stage st : ms.stages)
       if (s && !zb::is_pipeline_stage(st))
         s = zb::Status::error(std::string("--stages: ") + zb::stage_name(st) + " has no pipeline form; use dp, z1, z2");
   }
@@ -98,20 +86,20 @@ int main(int argc, char** argv) {
   if (s && !opt.measured.empty()) s = zb::load_results(opt.measured, "--measured", &measured);
   zb::Topology topo;
   if (s) s = zb::modelled_topology(ranks, int(driver.ranks_per_node()), &topo);
-  if (!s) {
-    if (driver.root()) std::fprintf(stderr, "zb_predict: %s\n", s.message().c_str());
-    return 2;
-  }
+  if (!s) return driver.bad_flag(s);
+  code = driver.start();
+  if (code >= 0) return code;
+  const zb::ModelSpec& model = ms.model;
+  const zb::Optimizer optimizer = ms.step.optimizer.kind;
+  const zb::DType grad_dtype = ms.step.grad_dtype;
+  std::vector<int> microbatches(opt.microbatches.begin(), opt.microbatches.end());
 
   zb::PredictSetup base;
   base.model = &model;
   base.sweep = &sweep;
   base.compute = compute;
   base.topo = topo;
-  base.config.optimizer.kind = opt.optimizer;
-  base.config.grad_dtype = opt.grad_dtype;
-  base.config.bucket_elems =
-      std::max<uint64_t>(1, uint64_t(opt.bucket_mb * 1048576.0 / double(zb::dtype_size(opt.grad_dtype))));
+  base.config = ms.step;
   base.config.overlap = opt.overlap;
   base.config.prefetch = int(opt.prefetch);
   std::vector<Row> rows;
@@ -127,26 +115,26 @@ int main(int argc, char** argv) {
       return zb::Status::ok();
     });
   };
-  const size_t count = opt.stages.size() * std::max<size_t>(1, microbatches.size());
-  for (zb::Stage st : opt.stages) {
+  const size_t count = ms.stages.size() * std::max<size_t>(1, microbatches.size());
+  for (zb::Stage st : ms.stages) {
     zb::PredictSetup setup = base;
     setup.config.stage = st;
     const std::string stage = zb::stage_name(st);
     if (microbatches.empty()) {
       setup.trace_path = zb::per_stage_path(opt.trace, stage, count);
-      add(setup, zb::zero_benchmark_name(st, model, opt.optimizer, opt.grad_dtype, opt.compute, opt.overlap), stage);
+      add(setup, zb::zero_benchmark_name(st, model, optimizer, grad_dtype, opt.compute, opt.overlap), stage);
       continue;
     }
     for (int m : microbatches) {
       setup.pipeline = true;
       setup.pipeline_config.stage = st;
       setup.pipeline_config.optimizer = setup.config.optimizer;
-      setup.pipeline_config.grad_dtype = opt.grad_dtype;
+      setup.pipeline_config.grad_dtype = grad_dtype;
       setup.pipeline_config.bucket_elems = setup.config.bucket_elems;
-      setup.pipeline_config.shape = {m, int(opt.chunks), int(opt.pp), int(opt.pp_rank)};
+      setup.pipeline_config.shape = {m, ms.chunks, int(opt.pp), int(opt.pp_rank)};
       const std::string label = stage + " M=" + std::to_string(m);
       setup.trace_path = zb::per_stage_path(opt.trace, stage + "_m" + std::to_string(m), count);
-      add(setup, zb::pipeline_benchmark_name(st, model, setup.pipeline_config.shape, opt.optimizer, opt.grad_dtype,
+      add(setup, zb::pipeline_benchmark_name(st, model, setup.pipeline_config.shape, optimizer, grad_dtype,
                                              opt.compute),
           label);
     }

@@ -10,19 +10,16 @@
 #include "harness/comm/node_traffic.h"
 #include "harness/core/files.h"
 #include "harness/driver/driver.h"
+#include "harness/driver/model_flags.h"
 #include "harness/driver/table.h"
 #include "harness/plan/state_formula.h"
 
 namespace {
 
 struct Options {
-  double params = 16e6, bucket_mb = 25;
-  int64_t layers = 16, prefetch = 1;
-  std::string model, compute = "none", sweep, trace;
-  zb::Optimizer optimizer = zb::Optimizer::adam;
-  zb::DType grad_dtype = zb::DType::bf16;
+  int64_t prefetch = 1;
+  std::string compute = "none", sweep, trace;
   bool overlap = true, check = true;
-  std::vector<zb::Stage> stages = zb::all_stages();
 };
 
 struct Row {
@@ -31,12 +28,12 @@ struct Row {
 };
 
 void print_table(const std::vector<Row>& rows) {
-  zb::Table table({"stage", "bytes/param formula", "measured", "volume ideal(Psi)", "measured(Psi)",
-                   "inter(Psi)", "inter-node MB ideal", "measured", "step(ms)", "compute(ms)", "comm(ms)",
+  zb::Table table({"stage", "bytes/param formula", "measured", "volume accounted(Psi)", "measured(Psi)",
+                   "inter(Psi)", "inter-node MB accounted", "measured", "step(ms)", "compute(ms)", "comm(ms)",
                    "exposed(ms)", "overlap", "wrong"});
   for (const auto& [stage, r] : rows)
-    table.add_row({stage, zb::fmt(r.formula, 3), zb::fmt(r.per_param, 3), zb::fmt(r.volume, 4),
-                   zb::fmt(r.volume_measured, 4), zb::fmt(r.volume_inter, 4), zb::fmt(r.inter_ideal / 1e6, 3),
+    table.add_row({stage, zb::fmt(r.formula, 3), zb::fmt(r.per_param_measured, 3), zb::fmt(r.volume_accounted, 4),
+                   zb::fmt(r.volume_measured, 4), zb::fmt(r.volume_inter, 4), zb::fmt(r.inter_accounted / 1e6, 3),
                    zb::fmt(r.inter_measured / 1e6, 3), zb::fmt(r.step_s * 1e3, 2), zb::fmt(r.compute_s * 1e3, 2),
                    zb::fmt(r.comm_s * 1e3, 2), zb::fmt(r.exposed_s * 1e3, 2), zb::fmt(r.overlap, 2),
                    zb::fmt(r.wrong, 0)});
@@ -52,13 +49,7 @@ int main(int argc, char** argv) {
   driver.set_default_iterations(10, 2);
   Options opt;
   auto& f = driver.flags();
-  f.add_double("params", &opt.params, "parameters, split over --layers equal layers", 1, 1e13);
-  f.add_int("layers", &opt.layers, "layers of the uniform model", 1, 1 << 20);
-  f.add_string("model", &opt.model, "gpt:layers=L,hidden=H,vocab=V (real, unequal layer sizes)");
-  f.add_double("bucket-mb", &opt.bucket_mb, "gradient bucket size in MiB of gradients", 1e-6, 1 << 20);
-  f.add_choice("optimizer", &opt.optimizer, "adam (12 bytes of state) or momentum (8)", zb::optimizer_choices());
-  f.add_choice("grad-dtype", &opt.grad_dtype, "gradient dtype", zb::dtype_choices());
-  f.add_list("stages", &opt.stages, "stages to run", zb::stage_choices());
+  zb::ModelFlags model_flags(f, {});
   f.add_bool("check", &opt.check, "compare the final state with a single-process reference");
   f.add_string("compute", &opt.compute, "per-layer compute: none, sleep:US, spin:US or gemm:TOKENS "
                "(forward; backward twice as long)");
@@ -68,12 +59,12 @@ int main(int argc, char** argv) {
   f.add_string("compute-sweep", &opt.sweep, "US,US,...: per-layer compute values (kind from --compute, "
                "sleep by default) for exposed communication against compute/communication");
   f.add_string("trace", &opt.trace, "write a Chrome trace of one step of every rank here");
-  int code = driver.init(argc, argv);
+  int code = driver.parse(argc, argv);
   if (code >= 0) return code;
 
-  zb::ModelSpec model;
+  zb::ModelSetup ms;
   zb::ComputeSpec compute_spec;
-  zb::Status s = zb::make_model(opt.model, opt.params, opt.layers, &model);
+  zb::Status s = model_flags.resolve(&ms);
   if (s) s = zb::parse_compute_spec(opt.compute, &compute_spec);
   std::vector<double> sweep_us;
   for (const auto& item : opt.sweep.empty() ? std::vector<std::string>{} : zb::split(opt.sweep, ',')) {
@@ -85,20 +76,19 @@ int main(int argc, char** argv) {
   if (s && !sweep_us.empty() && compute_spec.kind == zb::ComputeSpec::Kind::gemm)
     s = zb::Status::error("--compute-sweep varies sleep or spin compute; --compute=gemm cannot be swept");
   if (s && !opt.trace.empty()) s = zb::check_output_path("--trace", opt.trace);
-  if (!s) {
-    if (driver.root()) std::fprintf(stderr, "zb_zero: %s\n", s.message().c_str());
-    return 2;
-  }
+  if (!s) return driver.bad_flag(s);
+  code = driver.start();
+  if (code >= 0) return code;
+  const zb::ModelSpec& model = ms.model;
+  const zb::Optimizer optimizer = ms.step.optimizer.kind;
+  const zb::DType grad_dtype = ms.step.grad_dtype;
   zb::Communicator& comm = driver.comm();
   const int n = comm.size();
-  for (zb::Stage st : opt.stages) {
+  for (zb::Stage st : ms.stages) {
     const zb::StageModel& m = zb::stage_model(st);
-    if ((m.reduces_across_nodes() || m.node_weight_copy) && !driver.topology().uniform()) {
-      if (driver.root())
-        std::fprintf(stderr, "zb_zero: --stages=%s needs the same number of ranks on every node; these "
-                     "nodes differ (see --ranks-per-node)\n", m.name);
-      return 2;
-    }
+    if ((m.reduces_across_nodes() || m.node_weight_copy) && !driver.topology().uniform())
+      return driver.bad_flag(zb::Status::error(std::string("--stages=") + m.name + " needs the same number of ranks "
+                                               "on every node; these nodes differ (see --ranks-per-node)"));
   }
   std::unique_ptr<zb::Compute> compute;
   s = zb::Compute::create(comm.mem_kind(), driver.cpu_threads_per_rank(), &compute);
@@ -112,24 +102,21 @@ int main(int argc, char** argv) {
   base.compute = compute_spec;
   base.check = opt.check;
   base.measure_wire = measurable;
-  base.config.optimizer.kind = opt.optimizer;
-  base.config.grad_dtype = opt.grad_dtype;
-  base.config.bucket_elems =
-      std::max<uint64_t>(1, uint64_t(opt.bucket_mb * 1048576.0 / double(zb::dtype_size(opt.grad_dtype))));
+  base.config = ms.step;
   base.config.overlap = opt.overlap;
   base.config.prefetch = int(opt.prefetch);
   base.config.corrupt = driver.faults().corrupt_rank == comm.rank();
   std::vector<Row> rows;
 
   const std::string overlap = opt.overlap ? "on" : "off";
-  for (zb::Stage st : opt.stages) {
+  for (zb::Stage st : ms.stages) {
     zb::ZeroBenchSetup setup = base;
     setup.config.stage = st;
     const std::string stage = zb::stage_name(st);
-    const std::string tail = zb::model_segments(model, opt.optimizer, opt.grad_dtype);
+    const std::string tail = zb::model_segments(model, optimizer, grad_dtype);
     if (sweep_us.empty()) {
-      setup.trace_path = zb::per_stage_path(opt.trace, stage, opt.stages.size());
-      driver.add(zb::zero_benchmark_name(st, model, opt.optimizer, opt.grad_dtype, opt.compute, opt.overlap),
+      setup.trace_path = zb::per_stage_path(opt.trace, stage, ms.stages.size());
+      driver.add(zb::zero_benchmark_name(st, model, optimizer, grad_dtype, opt.compute, opt.overlap),
                  [&, setup, stage](zb::Run& run) -> zb::Status {
                    zb::ZeroResult r;
                    ZB_RETURN_IF_ERROR(zb::run_zero_benchmark(run, *compute, setup, &r));
@@ -161,8 +148,8 @@ int main(int argc, char** argv) {
     const zb::Topology& topo = driver.topology();
     std::printf("\n# zb_zero: %d ranks (%d node(s) x %d%s), %s, Psi = %.0f, %s, %s gradients, compute %s, overlap %s, backend %s\n",
                 n, topo.nodes, topo.local_size, topo.declared ? ", declared" : "",
-                model.description.c_str(), double(model.params()), zb::optimizer_name(opt.optimizer),
-                zb::dtype_name(opt.grad_dtype), opt.compute.c_str(), overlap.c_str(), zb::backend_name(comm.backend()));
+                model.description.c_str(), double(model.params()), zb::optimizer_name(optimizer),
+                zb::dtype_name(grad_dtype), opt.compute.c_str(), overlap.c_str(), zb::backend_name(comm.backend()));
     print_table(rows);
     std::printf("# bytes/param measured: %s growth while the state was allocated; exposed: time compute waited for "
                 "communication; overlap = (comm - exposed) / min(comm, compute)\n",
@@ -173,7 +160,7 @@ int main(int argc, char** argv) {
     const std::string how = topo.declared ? "n/a for declared nodes"
                             : std::getenv(counter.c_str()) ? "the node link's counter (" + counter + ")"
                             : "n/a: no launcher named a node counter (" + counter + "; see tools/cluster.sh)";
-    std::printf("# inter-node MB: per step, bytes the busiest node sent to other nodes; ideal: rings over each "
+    std::printf("# inter-node MB: per step, bytes the busiest node sent to other nodes; accounted: rings over each "
                 "collective's group; measured: %s\n", how.c_str());
   }
   return code;

@@ -6,7 +6,6 @@
 #include <cstdio>
 
 #include "harness/comm/node_traffic.h"
-#include "harness/core/stats.h"
 #include "harness/driver/node_window.h"
 #include "harness/plan/state_formula.h"
 #include "harness/stage/overlap.h"
@@ -38,7 +37,7 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
   // Each rank's exposed communication of this step, which its wait spans add up to.
   char exposed[64];
   std::snprintf(exposed, sizeof exposed, "\"exposed_us\": %.3f", z.last_exposed_s() * 1e6);
-  return write_chrome_trace(path, z.trace().spans(), origin, d.mpi_comm(), meta + "}", exposed);
+  return d.write_trace(path, z.trace().spans(), origin, meta + "}", exposed);
 }
 
 Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setup, ZeroResult* out) {
@@ -54,10 +53,9 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
   comm.traffic().clear();
 
   Timing t;
-  std::vector<double> exposed;  // per step, measured where compute waited
   auto step = [&]() -> Status {
     ZB_RETURN_IF_ERROR(z->step());
-    exposed.push_back(z->last_exposed_s());
+    run.sample("exposed", z->last_exposed_s());  // measured where compute waited
     return Status::ok();
   };
   // The node counters are read around every step the log holds so far (warm-up and timed),
@@ -71,25 +69,22 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
   const double window_steps = double(z->steps_done());
   run.report(t);
   out->step_s = t.median_s;
-  // The timed steps are the last ones; the warm-up steps came first.
-  exposed.erase(exposed.begin(), exposed.end() - std::min<ptrdiff_t>(ptrdiff_t(exposed.size()), t.iterations));
-  ZB_RETURN_IF_ERROR(d.max_over_ranks(&exposed));
-  out->exposed_s = median(exposed);
+  out->exposed_s = t.side("exposed");
   if (!setup.trace_path.empty())
     ZB_RETURN_IF_ERROR(traced_step(d, *z, stage_name(setup.config.stage), setup.trace_path));
   ZB_RETURN_IF_ERROR(z->finish());
 
   const double steps = double(z->steps_done());
-  out->volume = comm.traffic().volume_elements() / steps / psi;
+  out->volume_accounted = comm.traffic().volume_elements() / steps / psi;
   out->volume_measured = setup.measure_wire ? d.max_over_ranks(comm.traffic().measured_volume_elements(n)) / steps / psi : NAN;
-  double wire_ideal = comm.traffic().ideal_wire_bytes(n) / steps;
+  const double wire_accounted = comm.traffic().ideal_wire_bytes(n) / steps;
   const Topology& topo = d.topology();
   NodeVolume nv = node_volume(comm.traffic().records(), topo);
   out->volume_intra = nv.intra / steps / psi;
   out->volume_inter = nv.inter / steps / psi;
   NodeBytes nb = ring_node_bytes(windowed, topo);
-  out->inter_ideal = d.max_over_nodes(nb.inter) / window_steps;
-  out->intra_ideal = d.max_over_nodes(nb.intra) / window_steps;
+  out->inter_accounted = d.max_over_nodes(nb.inter) / window_steps;
+  out->intra_accounted = d.max_over_nodes(nb.intra) / window_steps;
   out->inter_measured = window.inter / window_steps;
   // Same-node traffic reaches the loopback only over sockets; shared memory bypasses it.
   out->intra_measured = setup.measure_wire ? window.intra / window_steps : NAN;
@@ -126,27 +121,27 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
   const Stage stage = setup.config.stage;
   const int gbytes = int(dtype_size(setup.config.grad_dtype));
   // The busiest rank bounds the step, so memory is reported for it.
-  out->per_param = d.max_over_ranks(double(z->measured_state_bytes()) / psi);
-  out->tracked = double(z->tracker().resident_state_bytes()) / psi;
+  out->per_param_measured = d.max_over_ranks(double(z->measured_state_bytes()) / psi);
+  out->per_param_accounted = double(z->tracker().resident_state_bytes()) / psi;
   out->formula = bytes_per_param(stage, setup.config.optimizer.kind, gbytes, n, topo.local_size);
   run.counter("ranks", n);
   run.counter("nodes", topo.nodes);
   run.counter("ranks_per_node", topo.local_size);
   run.counter("params", psi);
   run.counter("padding", double(z->layout().padding()));
-  run.counter("volume_psi", out->volume);
+  run.counter("volume_psi_accounted", out->volume_accounted);
   run.counter("volume_psi_measured", out->volume_measured);
-  run.counter("volume_psi_intra", out->volume_intra);
-  run.counter("volume_psi_inter", out->volume_inter);
-  run.counter("inter_node_bytes_ideal", out->inter_ideal);
+  run.counter("volume_psi_intra_accounted", out->volume_intra);
+  run.counter("volume_psi_inter_accounted", out->volume_inter);
+  run.counter("inter_node_bytes_accounted", out->inter_accounted);
   run.counter("inter_node_bytes_measured", out->inter_measured);
-  run.counter("intra_node_bytes_ideal", out->intra_ideal);
-  run.counter("intra_node_bytes", out->intra_measured);
-  run.counter("bytes_per_param", out->per_param);
-  run.counter("bytes_per_param_tracked", out->tracked);
+  run.counter("intra_node_bytes_accounted", out->intra_accounted);
+  run.counter("intra_node_bytes_measured", out->intra_measured);
+  run.counter("bytes_per_param_measured", out->per_param_measured);
+  run.counter("bytes_per_param_accounted", out->per_param_accounted);
   run.counter("bytes_per_param_formula", out->formula);
   run.counter("transient_peak_bytes", double(z->tracker().transient_peak_bytes()));
-  run.counter("wire_bytes_ideal", wire_ideal);
+  run.counter("wire_bytes_accounted", wire_accounted);
   run.counter("step_s", out->step_s);
   run.counter("comm_s", out->comm_s);
   run.counter("compute_s", out->compute_s);

@@ -23,12 +23,12 @@ struct ZeroBenchSetup {
 struct ZeroResult {
   double step_s = 0, comm_s = NAN, compute_s = NAN, exposed_s = NAN, exposed_diff_s = NAN;
   double overlap = NAN;
-  double volume = 0, volume_measured = NAN;
-  double per_param = 0, tracked = 0, formula = 0, wrong = 0;
+  double volume_accounted = 0, volume_measured = NAN;
+  double per_param_measured = 0, per_param_accounted = 0, formula = 0, wrong = 0;
   // Per step: volume by whether the group spans nodes, and the bytes the busiest node sent
   // to other nodes (and among its own ranks), accounted and measured at the node's devices.
   double volume_intra = 0, volume_inter = 0;
-  double inter_ideal = 0, inter_measured = NAN, intra_ideal = 0, intra_measured = NAN;
+  double inter_accounted = 0, inter_measured = NAN, intra_accounted = 0, intra_measured = NAN;
 };
 
 // Runs the benchmark and sets its counters on `run`.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import gbjson
 from ab_stats import decide
-from compare_rules import compare_exact, kind
+from compare_rules import compare_exact, kind, with_new_names
 
 
 @dataclass
@@ -43,7 +43,7 @@ def _gb_files(folder):
                 continue  # manifest.json, plan.json, traces: nothing to time
             if fname in found:
                 raise gbjson.InputError(f"{folder}: two files named {fname} in one run")
-            found[fname] = gbjson.parse_gb(path, doc)[1]
+            found[fname] = with_new_names(*gbjson.parse_gb(path, doc))
     return found
 
 

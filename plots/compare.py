@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gbjson  # noqa: E402
 from compare_rules import (DEFAULT_GATE, DEFAULT_THRESHOLD, TOLERANCE_HELP,  # noqa: E402
-                           Row, compare_benchmark, parse_tolerances)
+                           Row, compare_benchmark, parse_tolerances, with_new_names)
 
 HEADER = ["benchmark", "metric", "baseline", "current", "change", "verdict"]
 
@@ -35,11 +35,17 @@ def _pair_rows(base_runs, cur_runs, threshold, gate, gone="benchmark not in curr
     return rows
 
 
+def _parsed(path, doc):
+    """(context, runs) of a results file, its counters under today's names."""
+    ctx, runs = gbjson.parse_gb(path, doc)
+    return ctx, with_new_names(ctx, runs)
+
+
 def _gb_file(path, role):
     doc = gbjson.load_json(path)
     if not gbjson.is_gb(doc):
         raise gbjson.InputError(f"{role} {path}: not Google Benchmark JSON")
-    return gbjson.parse_gb(path, doc)
+    return _parsed(path, doc)
 
 
 def collect(baseline, current, threshold, gate, tolerances=None):
@@ -58,7 +64,7 @@ def collect(baseline, current, threshold, gate, tolerances=None):
         if not gbjson.is_gb(doc):
             print(f"compare: note: skipping {fname}: not Google Benchmark JSON", file=sys.stderr)
             continue
-        bctx, bruns = gbjson.parse_gb(os.path.join(baseline, fname), doc)
+        bctx, bruns = _parsed(os.path.join(baseline, fname), doc)
         cpath = os.path.join(current, fname)
         if os.path.exists(cpath):
             cctx, cruns = _gb_file(cpath, "CURRENT")
@@ -74,7 +80,7 @@ def collect(baseline, current, threshold, gate, tolerances=None):
             continue
         doc = gbjson.load_json(os.path.join(current, fname))
         if gbjson.is_gb(doc):
-            cctx, cruns = gbjson.parse_gb(os.path.join(current, fname), doc)
+            cctx, cruns = _parsed(os.path.join(current, fname), doc)
             sections.append((fname, {}, cctx,
                              _pair_rows([], cruns, threshold, gate, tolerances=tolerances)))
     if not sections:

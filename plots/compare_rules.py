@@ -13,19 +13,92 @@ DEFAULT_GATE = "exact"
 DEFAULT_THRESHOLD = 0.1
 
 # Counters that follow from the configuration alone: any change is a bug.
-EXACT = {"wrong", "volume_psi", "bytes_per_param", "bytes_per_param_formula",
-         "bytes_per_param_tracked", "bytes_per_param_moved", "params", "ranks", "padding",
-         "state_params", "transient_peak_bytes", "wire_bytes_ideal", "nodes", "ranks_per_node",
-         "volume_psi_intra", "volume_psi_inter", "inter_node_bytes_ideal", "intra_node_bytes_ideal",
+EXACT = {"wrong", "volume_psi_accounted", "bytes_per_param_measured", "bytes_per_param_formula",
+         "bytes_per_param_accounted", "bytes_per_param_moved", "params", "ranks", "padding",
+         "state_params", "transient_peak_bytes", "wire_bytes_formula", "wire_bytes_accounted",
+         "nodes", "ranks_per_node", "volume_psi_intra_accounted", "volume_psi_inter_accounted",
+         "inter_node_bytes_accounted", "intra_node_bytes_accounted", "inter_node_bytes_formula",
+         "intra_node_bytes_formula",
          # zb_pipeline's formulas and counts
-         "volume_psi_formula", "grad_bytes_per_param_formula", "collectives", "microbatches", "chunks"}
+         "volume_psi_formula", "grad_bytes_per_param_formula", "collectives", "microbatches",
+         "chunks"}
 EXACT_REL_TOL = 1e-9
 
-# Measured counters compared as exact within a relative tolerance. bytes_per_param is
+# Measured counters compared as exact within a relative tolerance. bytes_per_param_measured is
 # resident-set growth (cudaMemGetInfo on GPUs), counted in pages: identical runs differ by a
 # page or two, 0.08% at most on the quick model. volume_psi_measured is the bytes the ranks
 # wrote to their sockets, which include a few bytes of the transport's own.
-DEFAULT_TOLERANCES = {"bytes_per_param": 0.005, "volume_psi_measured": 0.01}
+DEFAULT_TOLERANCES = {"bytes_per_param_measured": 0.005, "volume_psi_measured": 0.01}
+
+# The counters the suffix rule renamed (docs/design.md), old name -> new name, by the program
+# that writes them: results written before the rename compare against results written after.
+# Kept for one release, then removed with the old names.
+RENAMED = {
+    "zb_zero": {
+        "volume_psi": "volume_psi_accounted",
+        "volume_psi_intra": "volume_psi_intra_accounted",
+        "volume_psi_inter": "volume_psi_inter_accounted",
+        "inter_node_bytes_ideal": "inter_node_bytes_accounted",
+        "intra_node_bytes_ideal": "intra_node_bytes_accounted",
+        "intra_node_bytes": "intra_node_bytes_measured",
+        "bytes_per_param": "bytes_per_param_measured",
+        "bytes_per_param_tracked": "bytes_per_param_accounted",
+        "wire_bytes_ideal": "wire_bytes_accounted",
+    },
+    "zb_pipeline": {
+        "volume_psi": "volume_psi_accounted",
+        "bytes_per_param": "bytes_per_param_measured",
+        "bytes_per_param_tracked": "bytes_per_param_accounted",
+        "grad_bytes_per_param": "grad_bytes_per_param_measured",
+        "wire_bytes_ideal": "wire_bytes_accounted",
+    },
+    "zb_predict": {
+        "volume_psi": "volume_psi_accounted",
+        "comm_s": "comm_s_predicted",
+        "exposed_comm_s": "exposed_comm_s_predicted",
+        "step_s": "step_s_predicted",
+        "compute_s": "compute_s_predicted",
+    },
+    "zb_collectives": {
+        "wire_bytes_ideal": "wire_bytes_formula",
+        "inter_node_bytes_ideal": "inter_node_bytes_formula",
+        "intra_node_bytes_ideal": "intra_node_bytes_formula",
+        "intra_node_bytes": "intra_node_bytes_measured",
+    },
+    "zb_offload": {
+        "host_bytes_per_param": "host_bytes_per_param_measured",
+        "host_bytes_per_param_tracked": "host_bytes_per_param_accounted",
+        "device_bytes_per_param": "device_bytes_per_param_measured",
+    },
+}
+# A file without a command line: its program by its benchmarks' names (zb_predict's carry the
+# names of the benchmarks they predict, so only its command line tells it apart).
+_PROGRAM_BY_FAMILY = {"zero": "zb_zero", "zero_sweep": "zb_zero", "pipeline": "zb_pipeline",
+                      "offload_grads": "zb_offload", "offload_weights": "zb_offload",
+                      "all_reduce": "zb_collectives", "reduce_scatter": "zb_collectives",
+                      "all_gather": "zb_collectives", "hier_all_reduce": "zb_collectives"}
+
+
+def program_of(context, benchmark=""):
+    """The program that wrote a results file: from its context's command line, else from a
+    benchmark's name; "" when neither says."""
+    words = str((context or {}).get("command_line", "")).split()
+    if words:
+        return words[0].rsplit("/", 1)[-1]
+    return _PROGRAM_BY_FAMILY.get(benchmark.split("/", 1)[0], "")
+
+
+def new_name(metric, program):
+    """A counter's name as the program writes it now."""
+    return RENAMED.get(program, {}).get(metric, metric)
+
+
+def with_new_names(context, runs):
+    """The runs of one results file (gbjson.Run), their counters under today's names."""
+    for r in runs:
+        program = program_of(context, r.run_name)
+        r.counters = {new_name(k, program): v for k, v in r.counters.items()}
+    return runs
 
 TOLERANCE_HELP = ("METRIC=REL: compare METRIC as an exact (always gated) metric that may differ "
                   "by a relative REL; also makes a measured counter such as volume_psi_measured "
@@ -60,7 +133,8 @@ def merged_tolerances(overrides=None):
 
 
 def parse_tolerances(items):
-    """{metric: REL} from METRIC=REL strings, over the defaults; ValueError names a bad one."""
+    """{metric: REL} from METRIC=REL strings, over the defaults; ValueError names a bad one. An
+    old counter name stands for every name it became (RENAMED)."""
     overrides = {}
     for item in items:
         metric, _, rel = item.partition("=")
@@ -70,7 +144,8 @@ def parse_tolerances(items):
             value = math.nan
         if not metric or not value >= 0:
             raise ValueError(f"--tolerance {item!r}: expected METRIC=REL with REL >= 0")
-        overrides[metric] = value
+        for name in {renamed.get(metric, metric) for renamed in RENAMED.values()}:
+            overrides[name] = value
     return merged_tolerances(overrides)
 
 
@@ -82,6 +157,9 @@ def kind(metric, tolerances=None):
     """
     if metric in EXACT or metric in (DEFAULT_TOLERANCES if tolerances is None else tolerances):
         return "exact"
+    if metric.endswith("_predicted"):
+        # zb_predict's model of a quantity is judged as the quantity (comm_s_predicted: a time).
+        return kind(metric[:-len("_predicted")], tolerances)
     if metric.endswith(ERROR_SUFFIXES):
         return "error"
     if metric in HIGHER_NAMES or metric.endswith(HIGHER_SUFFIXES):

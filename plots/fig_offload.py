@@ -98,7 +98,7 @@ def memory(runs, outdir):
     """offload_memory: device bytes per parameter against slots, the formula as lines and what
     was measured as points, for offload_grads and offload_weights."""
     picks = [p for p in gbjson.representative(runs).values()
-             if p.family in FAMILIES and fs.finite(_slots(p), p.value("device_bytes_per_param"),
+             if p.family in FAMILIES and fs.finite(_slots(p), p.value("device_bytes_per_param_measured"),
                                                     p.value("device_bytes_per_param_formula"))]
     if not picks:
         raise fs.NoData("no offload_grads or offload_weights benchmark with device bytes per parameter")
@@ -119,13 +119,13 @@ def memory(runs, outdir):
         style = fs.line_style(i)
         ax.plot(x, [p.value("device_bytes_per_param_formula") for p in members], color=style["color"],
                 linestyle=style["linestyle"], label=f"{name} formula")
-        ax.plot(x, [p.value("device_bytes_per_param") for p in members], linestyle="none",
+        ax.plot(x, [p.value("device_bytes_per_param_measured") for p in members], linestyle="none",
                 marker=style["marker"], color=style["color"], label=f"{name} measured")
-        spread = fs.band(ax, x, members, "device_bytes_per_param", i)
+        spread = fs.band(ax, x, members, "device_bytes_per_param_measured", i)
         for p, (lo, hi) in zip(members, spread):
             rows.append([p.name, name, p.family, _slots(p), p.value("device_bytes_per_param_formula"),
-                         p.value("device_bytes_per_param"), lo, hi,
-                         _or_none(p.value("host_bytes_per_param")), p.repetitions])
+                         p.value("device_bytes_per_param_measured"), lo, hi,
+                         _or_none(p.value("host_bytes_per_param_measured")), p.repetitions])
     ax.set_xticks(sorted(set(xs)))
     ax.xaxis.set_major_formatter(fs.plain_formatter())
     ax.set_xlabel("device slots")
@@ -137,6 +137,6 @@ def memory(runs, outdir):
     ax.legend(ncol=2 if len(series) > 1 else 1)
     return fs.save(fig, outdir, "offload_memory",
                    ["benchmark", "series", "family", "slots", "device_bytes_per_param_formula",
-                    "device_bytes_per_param", "device_bytes_per_param_min", "device_bytes_per_param_max",
-                    "host_bytes_per_param", "repetitions"], rows)
+                    "device_bytes_per_param_measured", "device_bytes_per_param_measured_min",
+                    "device_bytes_per_param_measured_max", "host_bytes_per_param_measured", "repetitions"], rows)
 

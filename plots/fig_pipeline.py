@@ -1,8 +1,8 @@
-"""Figure: volume and gradient memory against micro-batches per strategy (zb_pipeline JSON).
+"""Figure: volume and gradient memory against micro-batches per stage (zb_pipeline JSON).
 
 Lines are the formulas as the C++ wrote them for each M (volume_psi_formula,
 grad_bytes_per_param_formula); points are what was measured there (volume_psi_measured at
-the sockets, else the accounted volume_psi; grad_bytes_per_param).
+the sockets, else volume_psi_accounted; grad_bytes_per_param_measured).
 """
 
 import matplotlib.pyplot as plt
@@ -12,14 +12,14 @@ import figstyle as fs
 
 
 def _series(runs):
-    """{strategy: [pick, ...] sorted by M} for benchmarks with the needed counters."""
+    """{stage: [pick, ...] sorted by M} for benchmarks with the needed counters."""
     out = {}
     for p in gbjson.representative(runs).values():
         m = gbjson.number(p.params.get("microbatches"))
         if p.family != "pipeline" or "stage" not in p.params or m is None:
             continue
-        if not fs.finite(p.value("volume_psi"), p.value("volume_psi_formula"),
-                         p.value("grad_bytes_per_param"), p.value("grad_bytes_per_param_formula")):
+        if not fs.finite(p.value("volume_psi_accounted"), p.value("volume_psi_formula"),
+                         p.value("grad_bytes_per_param_measured"), p.value("grad_bytes_per_param_formula")):
             continue
         out.setdefault(p.params["stage"], []).append((m, p))
     if not out:
@@ -31,23 +31,23 @@ def microbatches(runs, outdir):
     series = _series(runs)
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(fs.WIDTH_IN, 3.6))
     rows, ms = [], []
-    for i, (strategy, members) in enumerate(series.items()):
+    for i, (stage, members) in enumerate(series.items()):
         style = fs.line_style(i)
         x = [m for m, _ in members]
         ms += x
         vol_f = [p.value("volume_psi_formula") for _, p in members]
         grad_f = [p.value("grad_bytes_per_param_formula") for _, p in members]
         measured = [(p.value("volume_psi_measured"), "sockets") if fs.finite(p.value("volume_psi_measured"))
-                    else (p.value("volume_psi"), "accounted") for _, p in members]
-        grad_m = [p.value("grad_bytes_per_param") for _, p in members]
+                    else (p.value("volume_psi_accounted"), "accounted") for _, p in members]
+        grad_m = [p.value("grad_bytes_per_param_measured") for _, p in members]
         line = dict(color=style["color"], linestyle=style["linestyle"])
-        top.plot(x, vol_f, label=f"{strategy} formula", **line)
+        top.plot(x, vol_f, label=f"{stage} formula", **line)
         top.plot(x, [v for v, _ in measured], linestyle="none", marker=style["marker"],
-                 color=style["color"], label=f"{strategy} measured")
+                 color=style["color"], label=f"{stage} measured")
         bottom.plot(x, grad_f, **line)
         bottom.plot(x, grad_m, linestyle="none", marker=style["marker"], color=style["color"])
         for (m, p), vf, (vm, how), gf, gm in zip(members, vol_f, measured, grad_f, grad_m):
-            rows.append([p.name, strategy, m, vf, vm, how, gf, gm])
+            rows.append([p.name, stage, m, vf, vm, how, gf, gm])
     fs.log2_axis(bottom, "x", ms, fs.plain_formatter())
     bottom.set_xticks(sorted(set(ms)))
     bottom.set_xlabel("micro-batches per step M (log2)")
@@ -62,5 +62,5 @@ def microbatches(runs, outdir):
     fig.tight_layout(pad=0.3)
     top.legend(ncol=2)
     return fs.save(fig, outdir, "pipeline_microbatches",
-                   ["benchmark", "strategy", "microbatches", "volume_psi_formula", "volume_psi_drawn",
-                    "volume_source", "grad_bytes_per_param_formula", "grad_bytes_per_param"], rows)
+                   ["benchmark", "stage", "microbatches", "volume_psi_formula", "volume_psi_drawn",
+                    "volume_source", "grad_bytes_per_param_formula", "grad_bytes_per_param_measured"], rows)

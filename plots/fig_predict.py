@@ -4,8 +4,8 @@ import gbjson
 import figstyle as fs
 
 # (predicted counter, measured counter, marker label): what zb_predict holds against zero.json.
-PAIRS = [("comm_s", "comm_s_measured", "communication"),
-         ("exposed_comm_s", "exposed_comm_s_measured", "exposed communication")]
+PAIRS = [("comm_s_predicted", "comm_s_measured", "communication"),
+         ("exposed_comm_s_predicted", "exposed_comm_s_measured", "exposed communication")]
 
 
 def predicted_vs_measured(runs, outdir):

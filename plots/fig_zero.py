@@ -31,9 +31,9 @@ def _drawn(v):
 
 
 def bytes_per_param(runs, outdir):
-    picks, labels = _stages(runs, "bytes_per_param")
+    picks, labels = _stages(runs, "bytes_per_param_measured")
     fig, ax = fs.new_figure()
-    measured = [p.value("bytes_per_param") for p in picks]
+    measured = [p.value("bytes_per_param_measured") for p in picks]
     formula = [p.value("bytes_per_param_formula") for p in picks]
     ax.bar(range(len(picks)), measured, width=0.6, label="measured", **fs.bar_style(0))
     marked = False
@@ -49,16 +49,17 @@ def bytes_per_param(runs, outdir):
     ax.legend()
     rows = [[p.name, t, m, _drawn(f)] for p, t, m, f in zip(picks, labels, measured, formula)]
     return fs.save(fig, outdir, "zero_bytes_per_param",
-                   ["benchmark", "bar", "bytes_per_param", "bytes_per_param_formula"], rows)
+                   ["benchmark", "bar", "bytes_per_param_measured", "bytes_per_param_formula"],
+                   rows)
 
 
 def volume(runs, outdir):
-    picks, labels = _stages(runs, "volume_psi")
+    picks, labels = _stages(runs, "volume_psi_accounted")
     fig, ax = fs.new_figure()
-    ideal = [p.value("volume_psi") for p in picks]
+    accounted = [p.value("volume_psi_accounted") for p in picks]
     measured = [p.value("volume_psi_measured") for p in picks]
     xs = range(len(picks))
-    ax.bar([x - 0.2 for x in xs], ideal, width=0.4, label="ideal", **fs.bar_style(0))
+    ax.bar([x - 0.2 for x in xs], accounted, width=0.4, label="accounted", **fs.bar_style(0))
     shown = [(x + 0.2, m) for x, m in zip(xs, measured) if fs.finite(m)]
     if shown:
         ax.bar([x for x, _ in shown], [m for _, m in shown], width=0.4, label="measured",
@@ -67,9 +68,9 @@ def volume(runs, outdir):
     ax.set_ylabel("communication volume per rank (Ψ)")
     ax.set_ylim(bottom=0)
     ax.legend()
-    rows = [[p.name, t, v, _drawn(m)] for p, t, v, m in zip(picks, labels, ideal, measured)]
+    rows = [[p.name, t, v, _drawn(m)] for p, t, v, m in zip(picks, labels, accounted, measured)]
     return fs.save(fig, outdir, "zero_volume",
-                   ["benchmark", "bar", "volume_psi", "volume_psi_measured"], rows)
+                   ["benchmark", "bar", "volume_psi_accounted", "volume_psi_measured"], rows)
 
 
 def step_time(runs, outdir):
@@ -102,16 +103,17 @@ def step_time(runs, outdir):
 
 
 def inter_node_bytes(runs, outdir):
-    """Bytes the busiest node sends to other nodes per step, per stage: the rings' ideal and
-    the node link's counter. Nothing crosses on one node, so that draws nothing."""
-    picks, labels = _stages(runs, "inter_node_bytes_ideal")
+    """Bytes the busiest node sends to other nodes per step, per stage: accounted (rings over
+    the logged collectives) and the node link's counter. Nothing crosses on one node, so that
+    draws nothing."""
+    picks, labels = _stages(runs, "inter_node_bytes_accounted")
     if not any(p.value("nodes") > 1 for p in picks):
         raise fs.NoData("one node: no inter-node traffic to draw")
     fig, ax = fs.new_figure()
-    ideal = [p.value("inter_node_bytes_ideal") for p in picks]
+    accounted = [p.value("inter_node_bytes_accounted") for p in picks]
     measured = [p.value("inter_node_bytes_measured") for p in picks]
     xs = range(len(picks))
-    ax.bar([x - 0.2 for x in xs], ideal, width=0.4, label="ideal (ring)", **fs.bar_style(0))
+    ax.bar([x - 0.2 for x in xs], accounted, width=0.4, label="accounted (ring)", **fs.bar_style(0))
     shown = [(x + 0.2, m) for x, m in zip(xs, measured) if fs.finite(m)]
     if shown:
         ax.bar([x for x, _ in shown], [m for _, m in shown], width=0.4,
@@ -125,7 +127,7 @@ def inter_node_bytes(runs, outdir):
         ax.set_title(f"{nodes:g} nodes x {per:g} ranks")
     ax.legend()
     rows = [[p.name, t, i, _drawn(m), p.value("nodes"), p.value("ranks_per_node")]
-            for p, t, i, m in zip(picks, labels, ideal, measured)]
+            for p, t, i, m in zip(picks, labels, accounted, measured)]
     return fs.save(fig, outdir, "zero_inter_node_bytes",
-                   ["benchmark", "bar", "inter_node_bytes_ideal", "inter_node_bytes_measured",
+                   ["benchmark", "bar", "inter_node_bytes_accounted", "inter_node_bytes_measured",
                     "nodes", "ranks_per_node"], rows)

@@ -211,8 +211,8 @@ run_path overlap zb_zero --model=gpt:layers=8,hidden=2048,vocab=32000 --compute=
   --prefetch=1 --iters=5 --warmup=2 --trace="$res/trace.json"
 # Optimizer kernels (impl:cuda) from 16M to 256M parameters against a device-to-device copy,
 # and the optimizer step of every stage, checked bit for bit.
-run_path optimizer zb_optimizer --min-params=16M --max-params=256M --step-factor=4 \
-  --step-params=64M --iters=10 --warmup=3
+run_path optimizer zb_optimizer --min-params=16777216 --max-params=268435456 --step-factor=4 \
+  --step-params=67108864 --iters=10 --warmup=3
 # dp, z1 and pipeline ZeRO-2 over 2 and 8 micro-batches of 2 chunks with GEMM compute: the
 # accumulation kernels and the stream waits of the pipeline step, checked bit for bit.
 run_path pipeline zb_pipeline --params=64e6 --layers=16 --pp=2 --chunks=2 --microbatches=2,8 \
@@ -227,7 +227,7 @@ run_path offload_device zb_offload --params=64e6 --layers=8 --chunks=4 --microba
 
 # PyTorch's fused AdamW doing the same work at the same sizes: ours/torch (> 1: ours faster).
 for grad in bf16 fp32; do
-  check "torch_adam_$grad" python3 tools/torch_adam.py --no-install --device=cuda --sizes=16M,64M,256M --grad-dtype=$grad \
+  check "torch_adam_$grad" python3 tools/torch_adam.py --no-install --device=cuda --sizes=16777216,67108864,268435456 --grad-dtype=$grad \
     --ours="$res/optimizer.json"
 done
 # CUDA kernels against their CPU references (the unit tests skip these without a GPU).

@@ -100,10 +100,11 @@ def per_stage(results, name):
 def zero(results, logs):
     out = []
     for stage, c in per_stage(results, "zero.json"):
-        measured, formula = c.get("bytes_per_param", math.nan), c.get("bytes_per_param_formula", math.nan)
+        measured = c.get("bytes_per_param_measured", math.nan)
+        formula = c.get("bytes_per_param_formula", math.nan)
         out.append(f"zero {stage}: bytes/param measured {num(measured, '.3f')} formula "
-                   f"{num(formula, '.3f')} (x{num(measured / formula, '.4f')}), tracked "
-                   f"{num(c.get('bytes_per_param_tracked'), '.3f')}, wrong {num(c.get('wrong'), 'g')}")
+                   f"{num(formula, '.3f')} (x{num(measured / formula, '.4f')}), accounted "
+                   f"{num(c.get('bytes_per_param_accounted'), '.3f')}, wrong {num(c.get('wrong'), 'g')}")
     return out or ["zero: n/a (no stages in zero.json)"]
 
 
@@ -132,9 +133,9 @@ def pipeline(results, logs):
         c, p = r.counters, r.params
         ms = {k: c.get(k, math.nan) * 1e3 for k in ("step_s", "exposed_comm_s", "tail_comm_s")}
         out.append(f"pipeline {p.get('stage', '?')} M={p.get('microbatches', '?')}: bytes/param measured "
-                   f"{num(c.get('bytes_per_param', math.nan), '.3f')} formula "
+                   f"{num(c.get('bytes_per_param_measured', math.nan), '.3f')} formula "
                    f"{num(c.get('bytes_per_param_formula', math.nan), '.3f')}, grad bytes/param measured "
-                   f"{num(c.get('grad_bytes_per_param', math.nan), '.3f')} formula "
+                   f"{num(c.get('grad_bytes_per_param_measured', math.nan), '.3f')} formula "
                    f"{num(c.get('grad_bytes_per_param_formula', math.nan), '.3f')}; step "
                    f"{num(ms['step_s'], '.2f')} ms, exposed {num(ms['exposed_comm_s'], '.2f')} ms, tail "
                    f"{num(ms['tail_comm_s'], '.2f')} ms; wrong {num(c.get('wrong'), 'g')}")
@@ -150,7 +151,8 @@ def offload(results, logs):
             c, p = r.counters, r.params
             gbps = "d2h_GBps" if r.family == "offload_grads" else "h2d_GBps"
             out.append(f"{r.family} slots={p.get('slots', '?')} optimizer on {p.get('optimizer_on', '-')}: device "
-                       f"bytes/param measured {num(c.get('device_bytes_per_param', math.nan), '.4f')} formula "
+                       f"bytes/param measured {num(c.get('device_bytes_per_param_measured', math.nan), '.4f')} "
+                       f"formula "
                        f"{num(c.get('device_bytes_per_param_formula', math.nan), '.4f')}; "
                        f"{gbps.split('_')[0]} {num(c.get(gbps, math.nan), '.1f')} GB/s, alone "
                        f"{num(c.get('copy_limit_GBps', math.nan), '.1f')} GB/s; hidden "

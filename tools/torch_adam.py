@@ -28,7 +28,8 @@ import subprocess
 import sys
 import time
 
-UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+# Parameter counts are decimal, as every zerobench flag reads them (16M is 16e6).
+UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 DEFAULT_VENV = os.path.join(os.path.expanduser("~"), ".cache", "zerobench", "torch-venv")
 
 
@@ -38,10 +39,12 @@ def parse_size(text):
     try:
         value = float(text[: len(text) - len(unit)])
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a size like 1048576, 64M or 1G")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"'{text}': sizes are at least 1 parameter")
-    return int(value * UNITS[unit])
+        raise argparse.ArgumentTypeError(f"'{text}' is not a count like 1048576, 16e6, 64M or 1G")
+    count = value * UNITS[unit]
+    # 1.1M is 1100000.0000000002 in binary: within rounding of a whole number is one.
+    if count < 1 or abs(count - round(count)) > 1e-9 * count:
+        raise argparse.ArgumentTypeError(f"'{text}': a size is a whole number of parameters, at least 1")
+    return int(round(count))
 
 
 def parse_sizes(text):
@@ -133,8 +136,9 @@ def torch_or_venv(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", type=parse_sizes, default=parse_sizes("1M,4M,16M,64M,256M"),
-                   help="parameter counts, comma-separated (K, M, G: powers of 1024)")
+    p.add_argument("--sizes", type=parse_sizes,
+                   default=parse_sizes("1048576,4194304,16777216,67108864,268435456"),
+                   help="parameter counts, comma-separated (16777216, 16e6, 16M: K, M, G, T decimal)")
     p.add_argument("--grad-dtype", choices=["bf16", "fp32"], default="bf16")
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
                    help="auto: cuda when torch sees a GPU, else cpu")

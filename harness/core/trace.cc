@@ -1,4 +1,4 @@
-// Trace: span collection, the gather to rank 0, and Chrome trace JSON.
+// Trace: span collection and Chrome trace JSON.
 #include "harness/core/trace.h"
 
 #include <cstdio>
@@ -45,12 +45,8 @@ static std::string escape(const std::string& s) {
   return out;
 }
 
-Status write_chrome_trace(const std::string& path, const std::vector<TraceSpan>& spans,
-                          double origin_s, MPI_Comm comm, const std::string& metadata,
-                          const std::string& rank_args) {
-  int rank = 0, size = 1;
-  ZB_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  ZB_MPI_CHECK(MPI_Comm_size(comm, &size));
+std::string chrome_trace_events(const std::vector<TraceSpan>& spans, double origin_s, int rank,
+                                const std::string& rank_args) {
   std::string mine;
   auto event = [&](const std::string& body) { mine += (mine.empty() ? "" : ",\n") + body; };
   char buf[160];
@@ -69,24 +65,14 @@ Status write_chrome_trace(const std::string& path, const std::vector<TraceSpan>&
                   rank, int(s.track), (s.start_s - origin_s) * 1e6, (s.end_s - s.start_s) * 1e6);
     event("{\"name\": \"" + escape(s.name) + "\", " + buf + ", \"args\": {" + s.args + "}}");
   }
-  int len = int(mine.size());
-  std::vector<int> lens(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
-  ZB_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm));
-  std::string all;
-  if (rank == 0) {
-    int total = 0;
-    for (int r = 0; r < size; ++r) displs[size_t(r)] = total, total += lens[size_t(r)];
-    all.resize(size_t(total));
-  }
-  ZB_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
-                           MPI_CHAR, 0, comm));
-  if (rank != 0) return Status::ok();
+  return mine;
+}
+
+Status write_chrome_trace(const std::string& path, const std::vector<std::string>& rank_events,
+                          const std::string& metadata) {
   std::string json = "{\"displayTimeUnit\": \"ms\", \"zerobench\": {" + metadata +
                      "},\n\"traceEvents\": [\n";
-  for (int r = 0, at = 0; r < size; ++r) {
-    json += (r ? ",\n" : "") + all.substr(size_t(at), size_t(lens[size_t(r)]));
-    at += lens[size_t(r)];
-  }
+  for (size_t r = 0; r < rank_events.size(); ++r) json += (r ? ",\n" : "") + rank_events[r];
   json += "\n]}\n";
   return write_file_atomically(path, json);
 }

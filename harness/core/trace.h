@@ -2,8 +2,6 @@
 // Chrome trace (opens in Perfetto); on GPU the compute spans are also NVTX ranges.
 #pragma once
 
-#include <mpi.h>
-
 #include <string>
 #include <vector>
 
@@ -52,12 +50,16 @@ class TraceScope {
 // PATH for one stage (or other variant); PATH with _<name> before the extension for several.
 std::string per_stage_path(const std::string& path, const std::string& name, size_t count);
 
-// Gathers every rank's spans to rank 0 and writes them, times relative to each rank's
-// `origin_s`, as one Chrome trace: pid = rank, tid 0 = compute, 1 = communication, 2 =
-// compute waiting for communication. `metadata` (JSON object members) lands in a top-level
-// "zerobench" object; `rank_args` (JSON object members) in the args of the rank's process.
-Status write_chrome_trace(const std::string& path, const std::vector<TraceSpan>& spans,
-                          double origin_s, MPI_Comm comm, const std::string& metadata,
-                          const std::string& rank_args = "");
+// One rank's part of a Chrome trace: its track names and spans, times relative to its
+// `origin_s`, as the events of process `rank` (pid = rank, tid 0 = compute, 1 =
+// communication, 2 = compute waiting for communication, 3 = the copy engine); `rank_args`
+// (JSON object members) land in the args of the rank's process.
+std::string chrome_trace_events(const std::vector<TraceSpan>& spans, double origin_s, int rank,
+                                const std::string& rank_args = "");
+
+// Writes every rank's events (in rank order, as the driver gathered them) as one Chrome
+// trace; `metadata` (JSON object members) lands in a top-level "zerobench" object.
+Status write_chrome_trace(const std::string& path, const std::vector<std::string>& rank_events,
+                          const std::string& metadata);
 
 }  // namespace zb

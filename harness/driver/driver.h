@@ -4,15 +4,17 @@
 #pragma once
 
 #include <benchmark/benchmark.h>
-#include <mpi.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "harness/comm/communicator.h"
 #include "harness/comm/topology.h"
+#include "harness/core/trace.h"
+#include "harness/driver/control.h"
 #include "harness/driver/flags.h"
 
 namespace zb {
@@ -27,13 +29,22 @@ struct Timing {
   double median_s = 0;          // robust to the odd slow iteration of a shared machine
   double p99_s = 0;             // nearest rank; for a batch the mean
   double write_bytes = -1;      // this rank's socket write bytes per iteration; -1 unknown
+  // The side samples the iterations reported (Run::sample), each reduced as the times are:
+  // the worst rank's value of each timed iteration, then their median.
+  std::map<std::string, double> sides;
+  // One of them by name; NaN when no iteration reported it.
+  double side(const std::string& name) const;
 };
+
+// Which rank's value of a side sample is the worst: the largest for a time, the smallest for
+// a rate (the slowest rank's bandwidth).
+enum class Worst { max, min };
 
 class Driver;
 
 // Handed to a benchmark body: the timing loops, which live only here, and the counters.
 // Every loop runs the driver's warm-up iterations untimed, then its fixed timed iterations;
-// ranks reduce their times over the driver's own communicator once, after the loop, so no
+// ranks reduce their times on the driver's control plane once, after the loop, so no
 // reduction of ours lands inside what is measured. Socket writes are counted only inside
 // the timed iterations. None of them reports to Google Benchmark; report() does.
 class Run {
@@ -41,6 +52,12 @@ class Run {
   Run(Driver& driver, benchmark::State& state) : driver_(driver), state_(state) {}
   // Each iteration timed on its own; `iteration` must issue and complete its work.
   Status per_iteration(const std::function<Status()>& iteration, Timing* out);
+  // Called by an iteration of per_iteration or interleaved: something besides its time that
+  // this iteration measured (compute's wait for communication, a copy's bandwidth). The driver
+  // reduces it exactly as it reduces the time, once, after the loop: warm-up iterations are
+  // left out, each iteration's worst rank taken, then the median (Timing::side). Outside a
+  // timed iteration (warm-up, a batch) it is ignored.
+  void sample(const std::string& name, double value, Worst worst = Worst::max);
   // As nccl-tests and IMB time a collective: `issue` the iterations back to back, then
   // `complete` once; the total over the iteration count, the maximum over ranks.
   Status batch(const std::function<Status()>& issue, const std::function<Status()>& complete,
@@ -60,8 +77,12 @@ class Run {
   Driver& driver() { return driver_; }
 
  private:
+  struct Samples;
+  // Scoped to the timed iterations of a loop: where sample() puts its values.
+  class Recording;
   Driver& driver_;
   benchmark::State& state_;
+  Samples* recording_ = nullptr;
 };
 
 class Driver {
@@ -70,16 +91,29 @@ class Driver {
   ~Driver();
 
   Flags& flags() { return flags_; }
-  // Per-program defaults, set before init() so --help shows them.
+  // Per-program defaults, set before parse() so --help shows them.
   void set_default_iterations(int64_t iters, int64_t warmup);
   // For a program that models ranks rather than running them (zb_predict): --ranks-per-node
   // describes the modelled ranks and is read back with ranks_per_node(), not applied here.
   void model_nodes_only() { model_nodes_only_ = true; }
   int64_t ranks_per_node() const { return ranks_per_node_; }
-  // Initialises MPI, parses flags and creates the communicator. Returns -1 to go on, or an
-  // exit code to end with now (0 after --help, 2 after a bad flag, 1 after a failure).
-  int init(int argc, char** argv);
+  // Two steps, so that a bad flag ends the program before MPI starts. parse(): the flags,
+  // checked; -1 to go on, or an exit code to end with now: 0 after --help or --show-backend,
+  // 2 after a bad flag. The program then checks its own flags (those that need no rank
+  // count), ending with bad_flag() on the first that fails, and calls start(): MPI, the
+  // nodes, the control plane and the measured communicator; -1 to go on, or 2 when a flag
+  // does not fit the rank count, 1 after a failure.
+  int parse(int argc, char** argv);
+  int start();
+  // One line saying what is wrong, from the process that prints; returns exit code 2.
+  int bad_flag(const Status& why);
+  // Whether this process prints: rank 0 once MPI runs. Before, the launcher's rank variable
+  // says (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID, RANK, the first one set);
+  // a process no launcher started prints.
+  bool prints() const;
 
+  // The backend --backend resolved to (known once parse() has run).
+  Backend backend() const { return backend_; }
   Communicator& comm() { return *comm_; }
   const Topology& topology() const { return topo_; }
   int rank() const { return topo_.rank; }
@@ -97,16 +131,21 @@ class Driver {
   // Runs every registered benchmark, prints, writes --json; returns the exit code.
   int run();
 
-  // The driver's own communicator (a duplicate of the world): reductions and gathers of
-  // results go here, never through the measured one.
-  MPI_Comm mpi_comm() const { return driver_comm_; }
-  // Reductions over the driver's own communicator, never the measured one.
+  // The driver's own traffic (reductions and gathers of results), never on the measured
+  // communicator; every wait in it is bounded by --timeout and fails with one line naming
+  // the wait and the ranks missing. The calls below end the job with that line; a body that
+  // returns the error ends it the same way.
+  ControlPlane& control() { return *control_; }
   double max_over_ranks(double v);
   // Element by element, in place: one reduction for a whole loop's values.
   Status max_over_ranks(std::vector<double>* values);
   double sum_over_ranks(double v);
   // Each node's ranks' values summed, then the largest of those sums: the busiest node.
   double max_over_nodes(double v);
+  // Every rank's spans, gathered to rank 0 and written there as one Chrome trace (see
+  // chrome_trace_events for the arguments).
+  Status write_trace(const std::string& path, const std::vector<TraceSpan>& spans, double origin_s,
+                     const std::string& metadata, const std::string& rank_args = "");
   // A check failed (wrong elements, ...): the run continues, the exit code becomes 1.
   void mark_failed(const std::string& why);
   // A collective or device call failed: one line, then the whole job ends (the other
@@ -114,15 +153,22 @@ class Driver {
   [[noreturn]] void abort_job(const Status& status);
 
  private:
+  // The flag checks that need no rank count, after the flags are parsed.
+  Status check_flags();
+
   Flags flags_;
-  std::string backend_flag_ = "auto", json_path_, fault_skip_, fault_slow_;
+  std::string backend_flag_ = "auto", json_path_, fault_skip_, fault_slow_, fault_stall_;
   double timeout_s_ = 300;
   int64_t iters_ = 20, warmup_ = 5, fault_corrupt_ = -1, ranks_per_node_ = 0;
-  bool model_nodes_only_ = false;
+  bool model_nodes_only_ = false, show_backend_ = false;
+  Backend backend_ = Backend::mpi;
   FaultPlan faults_;
+  int stall_rank_ = -1;
+  Wait stall_kind_ = Wait::barrier;
   std::vector<std::string> passthrough_;
+  std::vector<char*> gb_argv_;
+  std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<Communicator> comm_;
-  MPI_Comm driver_comm_ = MPI_COMM_NULL;
   Topology topo_;
   bool failed_ = false, mpi_started_ = false;
   std::string command_line_;

@@ -1,9 +1,34 @@
 // Command-line flags: parsing, range checks and the --help text.
 #include "harness/driver/flags.h"
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 namespace zb {
+
+Status parse_count(const std::string& text, uint64_t* out) {
+  std::string digits = text;
+  double scale = 1;
+  if (!digits.empty()) {
+    const char suffix = digits.back();
+    const double scales[] = {1e3, 1e6, 1e9, 1e12};
+    for (int i = 0; i < 4; ++i)
+      if (suffix == "KMGT"[i]) scale = scales[i];
+    if (scale > 1) digits.pop_back();
+  }
+  double v = 0;
+  if (!parse_double(digits, &v) || !(v >= 0))
+    return Status::error("'" + text + "' is not a count (e.g. 16000000, 16e6 or 16M; K, M, G, T "
+                         "are 1e3, 1e6, 1e9, 1e12)");
+  v *= scale;
+  const double whole = std::round(v);
+  // 1.1M is 1100000.0000000002 in binary: a count within rounding of a whole number is one.
+  if (std::fabs(v - whole) > 1e-9 * std::max(1.0, whole) || whole >= 9.2e18)
+    return Status::error("'" + text + "' is not a whole number of parameters");
+  *out = uint64_t(whole);
+  return Status::ok();
+}
 
 Flags::Flags(std::string program, std::string summary)
     : program_(std::move(program)), summary_(std::move(summary)) {}
@@ -62,6 +87,45 @@ void Flags::add_bytes(const std::string& name, uint64_t* out, const std::string&
            return Status::error("--" + name + " must be at least " + std::to_string(min) +
                                 " bytes, not " + v);
          *out = x;
+         return Status::ok();
+       }});
+}
+
+void Flags::add_count(const std::string& name, uint64_t* out, const std::string& help, uint64_t min,
+                      uint64_t max) {
+  add({name, help, "COUNT", std::to_string(*out), false, [=](const std::string& v) {
+         uint64_t x = 0;
+         Status s = parse_count(v, &x);
+         if (!s) return Status::error("--" + name + ": " + s.message());
+         if (x < min || x > max)
+           return Status::error("--" + name + " must be in [" + std::to_string(min) + ", " +
+                                std::to_string(max) + "], not " + v);
+         *out = x;
+         return Status::ok();
+       }});
+}
+
+void Flags::add_ints(const std::string& name, std::vector<int64_t>* out, const std::string& help,
+                     int64_t min, int64_t max) {
+  std::vector<std::string> current;
+  for (int64_t v : *out) current.push_back(std::to_string(v));
+  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  add({name, help, "N,N,...", join(current, ","), false, [=](const std::string& v) {
+         std::vector<int64_t> picked;
+         std::vector<std::string> items = split(v, ',');
+         if (!v.empty() && v.back() == ',') items.push_back("");  // split drops a last empty item
+         for (const std::string& item : items) {
+           int64_t x = 0;
+           if (!parse_int(item, &x) || x < min || x > max)
+             return Status::error("--" + name + ": '" + item + "' is not a whole number in " +
+                                  range + "; give N or a list N,N,...");
+           for (int64_t seen : picked)
+             if (seen == x) return Status::error("--" + name + ": " + item + " given twice");
+           picked.push_back(x);
+         }
+         if (picked.empty())
+           return Status::error("--" + name + " needs a value: N or a list N,N,...");
+         *out = picked;
          return Status::ok();
        }});
 }

@@ -12,6 +12,10 @@
 
 namespace zb {
 
+// Counts of parameters: 16000000, 16e6, 16M, 1.5G (K, M, G, T are 1e3, 1e6, 1e9, 1e12), a
+// whole number; every parameter flag of every program reads its value with this.
+Status parse_count(const std::string& text, uint64_t* out);
+
 // Named values of a typed flag, in the order --help lists them.
 template <typename T>
 using Choices = std::vector<std::pair<std::string, T>>;
@@ -28,6 +32,13 @@ class Flags {
   // Byte sizes: 4194304, 4M, 4MiB, 1.5G (K, M, G, T are powers of 1024).
   void add_bytes(const std::string& name, uint64_t* out, const std::string& help,
                  uint64_t min = 0);
+  // Parameter counts, decimal (parse_count).
+  void add_count(const std::string& name, uint64_t* out, const std::string& help, uint64_t min,
+                 uint64_t max);
+  // Whole numbers in [min, max], one or a comma list (2 or 1,2,4), without repeats: counts a
+  // program runs one benchmark or table each for (--slots, --microbatches, --dp).
+  void add_ints(const std::string& name, std::vector<int64_t>* out, const std::string& help,
+                int64_t min, int64_t max);
   void add_string(const std::string& name, std::string* out, const std::string& help);
   void add_choice(const std::string& name, std::string* out, const std::string& help,
                   std::vector<std::string> allowed);
@@ -107,7 +118,9 @@ void Flags::add_list(const std::string& name, std::vector<T>* out, const std::st
   add({name, help, "A,B,...", join(current, ","), false, [=](const std::string& v) {
          std::vector<T> picked;
          std::vector<std::string> seen;
-         for (const auto& item : split(v, ',')) {
+         std::vector<std::string> items = split(v, ',');
+         if (!v.empty() && v.back() == ',') items.push_back("");  // split drops a last empty item
+         for (const auto& item : items) {
            const T* found = nullptr;
            for (const auto& [n, value] : values)
              if (n == item) found = &value;

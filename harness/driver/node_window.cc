@@ -1,4 +1,4 @@
-// Node counters around a benchmark's stretch, fenced on the driver's communicator.
+// Node counters around a benchmark's stretch, fenced on the driver's control plane.
 #include "harness/driver/node_window.h"
 
 #include "harness/comm/node_traffic.h"
@@ -10,12 +10,13 @@ struct Reading {
   int64_t inter = -1, intra = -1;
 };
 
-Status fenced_reading(Driver& d, Reading* out) {
-  ZB_MPI_CHECK(MPI_Barrier(d.mpi_comm()));
+// `when`: "before the stretch" or "after the stretch", for a timeout's line.
+Status fenced_reading(Driver& d, const std::string& when, Reading* out) {
+  ZB_RETURN_IF_ERROR(
+      d.control().barrier(Wait::fence, "every rank in, to read the node counters " + when));
   if (d.topology().local_rank == 0)
     *out = {read_node_counter(kInterNodeCounterEnv), read_node_counter(kIntraNodeCounterEnv)};
-  ZB_MPI_CHECK(MPI_Barrier(d.mpi_comm()));
-  return Status::ok();
+  return d.control().barrier(Wait::fence, "every rank out, the node counters read " + when);
 }
 
 // The busiest node's growth of one counter, or NaN when any node lacks it.
@@ -33,9 +34,9 @@ Status measure_node_window(Driver& d, const std::function<Status()>& body, NodeW
   // Declared nodes are not the machine's: its counters would not say what crossed them.
   const bool real = !d.topology().declared;
   Reading before, after;
-  if (real) ZB_RETURN_IF_ERROR(fenced_reading(d, &before));
+  if (real) ZB_RETURN_IF_ERROR(fenced_reading(d, "before the stretch", &before));
   ZB_RETURN_IF_ERROR(body());
-  if (real) ZB_RETURN_IF_ERROR(fenced_reading(d, &after));
+  if (real) ZB_RETURN_IF_ERROR(fenced_reading(d, "after the stretch", &after));
   *out = NodeWindow();
   if (!real) return Status::ok();
   out->inter = busiest(d, before.inter, after.inter);

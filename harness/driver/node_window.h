@@ -16,7 +16,7 @@ struct NodeWindow {
   double inter = NAN, intra = NAN;
 };
 
-// Runs `body` between two fences on the driver's communicator. At each fence every rank
+// Runs `body` between two fences on the driver's control plane. At each fence every rank
 // arrives, then each node's first rank reads the node's counters, then every rank arrives
 // again, so no rank sends before the first reading or after the second; the counters then
 // hold what `body` sent plus the fences' own few hundred bytes.

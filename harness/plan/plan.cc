@@ -60,7 +60,7 @@ Status check_layout(const Layout& l) {
                          " needs --expert-fraction > 0 (the share of params in experts)");
   const int64_t s = dp_per_node(l);
   if (l.dp_per_node < 0 || l.dp_per_node > kMaxDegree || l.dp % s != 0)
-    return Status::error(degree("dp-per-node", l.dp_per_node) + " must divide " + degree("dp", l.dp) +
+    return Status::error(degree("ranks-per-node", l.dp_per_node) + " must divide " + degree("dp", l.dp) +
                          " (nodes hold whole groups of a dp group's ranks)");
   return Status::ok();
 }

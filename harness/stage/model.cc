@@ -8,6 +8,11 @@
 
 namespace zb {
 
+uint64_t bucket_elems(double mib, DType grad) {
+  if (!(mib > 0)) return 0;
+  return std::max<uint64_t>(1, uint64_t(mib * 1048576.0 / double(dtype_size(grad))));
+}
+
 uint64_t ModelSpec::params() const {
   uint64_t n = 0;
   for (const auto& l : layers) n += l.params;
@@ -93,10 +98,6 @@ FlatLayout make_layout(const ModelSpec& model, uint64_t bucket_elems, int ranks,
   }
   lay.padded = offset;
   return lay;
-}
-
-uint64_t bucket_elems(double mib, DType grad) {
-  return std::max<uint64_t>(1, uint64_t(mib * 1048576.0 / double(dtype_size(grad))));
 }
 
 }  // namespace zb

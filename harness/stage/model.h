@@ -8,6 +8,7 @@
 
 #include "harness/core/dtype.h"
 #include "harness/core/status.h"
+#include "harness/core/dtype.h"
 
 namespace zb {
 
@@ -30,6 +31,10 @@ struct ModelSpec {
 // Empty `model`: `params` split over `layers` equal layers (the remainder spread one
 // parameter each over the first layers), each computing as one h x (p/h) matrix, h = sqrt(p).
 Status make_model(const std::string& model, double params, int64_t layers, ModelSpec* out);
+
+// Gradient elements in a bucket of `mib` MiB of `grad` gradients (the --bucket-mb flags): at
+// least one for any positive size; 0 for 0 (no bucket: a whole chunk, where a caller says so).
+uint64_t bucket_elems(double mib, DType grad);
 
 // One collective's slice of the flat vector: `params` real elements of layers
 // [first_layer, end_layer), then padding up to `padded`, a multiple of the rank count.
@@ -59,9 +64,5 @@ struct FlatLayout {
 // (ZeRO-3 gathers layer by layer). `pad_to` is the rank count for sharded stages and 1 for
 // plain dp, which shards nothing.
 FlatLayout make_layout(const ModelSpec& model, uint64_t bucket_elems, int ranks, int pad_to);
-
-// The elements of a gradient bucket of `mib` MiB (`--bucket-mb`; 1 MiB = 1048576 bytes) of
-// `grad` elements: whole elements, at least one.
-uint64_t bucket_elems(double mib, DType grad);
 
 }  // namespace zb

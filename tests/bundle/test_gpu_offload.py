@@ -25,7 +25,7 @@ def test_gpu_summary_prints_the_offload_rows(tmp_path):
                  "offload_weights/params:256000000/layers:16/slots:2/compute:spin:10000"):
         rows.append({"name": name, "run_name": name, "run_type": "iteration", "repetitions": 1,
                      "repetition_index": 0, "threads": 1, "iterations": 3, "real_time": 1.0,
-                     "cpu_time": 1.0, "time_unit": "ms", "device_bytes_per_param": 1.0004,
+                     "cpu_time": 1.0, "time_unit": "ms", "device_bytes_per_param_measured": 1.0004,
                      "device_bytes_per_param_formula": 1.0, "d2h_GBps": 21.5, "h2d_GBps": 22.25,
                      "copy_limit_GBps": 25.0, "hidden_frac": 0.985, "wrong": 0})
     (res / "offload.json").write_text(json.dumps({"context": {}, "benchmarks": rows}))

@@ -1,4 +1,4 @@
-"""The GPU check's pipeline figures from a crafted pipeline.json: one line per strategy and M."""
+"""The GPU check's pipeline figures from a crafted pipeline.json: one line per stage and M."""
 import json
 import os
 import subprocess
@@ -17,8 +17,8 @@ def test_gpu_summary_prints_the_pipeline_rows(tmp_path):
         name = f"pipeline/stage:{stage}/params:64000000/microbatches:8/chunks:2/pp:2"
         rows.append({"name": name, "run_name": name, "run_type": "iteration", "repetitions": 1,
                      "repetition_index": 0, "threads": 1, "iterations": 3, "real_time": 1.0,
-                     "cpu_time": 1.0, "time_unit": "ms", "bytes_per_param": 16.0625,
-                     "bytes_per_param_formula": 16.0, "grad_bytes_per_param": grads,
+                     "cpu_time": 1.0, "time_unit": "ms", "bytes_per_param_measured": 16.0625,
+                     "bytes_per_param_formula": 16.0, "grad_bytes_per_param_measured": grads,
                      "grad_bytes_per_param_formula": grads, "step_s": 0.0125,
                      "exposed_comm_s": 0.001, "tail_comm_s": 0.0005, "wrong": 0})
     (res / "pipeline.json").write_text(json.dumps({"context": {}, "benchmarks": rows}))

@@ -74,7 +74,7 @@ def test_gpu_summary_figures_from_crafted_results(tmp_path):
         for op, a in (("all_reduce", 1500.0), ("all_gather", 1400.0)) for b in (1024, big)])
     write(res / "zero.json", [
         row(f"zero/stage:{s}/params:64000000/layers:16/optimizer:adam/grad:bf16",
-            bytes_per_param=16.25, bytes_per_param_formula=16.0, bytes_per_param_tracked=16.0,
+            bytes_per_param_measured=16.25, bytes_per_param_formula=16.0, bytes_per_param_accounted=16.0,
             wrong=0) for s in ("dp", "z1", "z2", "z3")])
     write(res / "optimizer.json", [
         row(f"adam/params:{p}/grad:{g}/impl:cuda", GBps=3800.0, limit_GBps=4000.0,
@@ -88,7 +88,7 @@ def test_gpu_summary_figures_from_crafted_results(tmp_path):
     out = r.stdout.splitlines()
     assert "nccl all_reduce     256 MiB bf16: algbw 1.5e+03 GB/s, busbw 0 GB/s, wrong 0" in out
     assert any(line.startswith("  (one rank: busbw is 0") for line in out)
-    assert ("zero z2: bytes/param measured 16.250 formula 16.000 (x1.0156), tracked 16.000, "
+    assert ("zero z2: bytes/param measured 16.250 formula 16.000 (x1.0156), accounted 16.000, "
             "wrong 0") in out
     assert ("adam 256M bf16 grads: 3.8e+03 GB/s, frac_of_limit 0.95 of 4e+03 GB/s; "
             "torch 2500.0 GB/s, ours/torch 1.520") in out

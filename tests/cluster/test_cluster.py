@@ -73,13 +73,13 @@ def test_zero_every_stage_across_two_nodes(up, tmp_path):
         assert b["wrong"] == 0, (stage, r.stdout)
         assert (b["nodes"], b["ranks_per_node"]) == (2, 2)
         intra, inter, inter_bytes, intra_bytes = expected(stage, 4, 2, psi, 2)
-        assert b["volume_psi_inter"] == pytest.approx(inter, rel=1e-12), stage
-        assert b["inter_node_bytes_ideal"] == pytest.approx(inter_bytes, rel=1e-12), stage
+        assert b["volume_psi_inter_accounted"] == pytest.approx(inter, rel=1e-12), stage
+        assert b["inter_node_bytes_accounted"] == pytest.approx(inter_bytes, rel=1e-12), stage
         # The node link's transmit counter: the payload plus TCP/IP headers and the fences'
         # own few hundred bytes, so a little above the accounting, never below.
         assert inter_bytes <= b["inter_node_bytes_measured"] <= 1.02 * inter_bytes, (stage, r.stdout)
         # Over the tcp BTL a node's ranks talk through its loopback, which counts them too.
-        assert intra_bytes <= b["intra_node_bytes"] <= 1.02 * intra_bytes, (stage, r.stdout)
+        assert intra_bytes <= b["intra_node_bytes_measured"] <= 1.02 * intra_bytes, (stage, r.stdout)
     assert "the node link's counter" in r.stdout
 
 
@@ -91,7 +91,7 @@ def test_collectives_flat_and_hierarchical_across_two_nodes(up, tmp_path):
     flat, hier = rows[f"all_reduce/bytes:{size}/dtype:bf16"], rows[f"hier_all_reduce/bytes:{size}/dtype:bf16"]
     for b, want in ((flat, 1.5 * size), (hier, 1.0 * size)):
         assert b["wrong"] == 0, r.stdout
-        assert b["inter_node_bytes_ideal"] == pytest.approx(want, rel=1e-12)
+        assert b["inter_node_bytes_formula"] == pytest.approx(want, rel=1e-12)
         assert want <= b["inter_node_bytes_measured"] <= 1.02 * want, r.stdout
 
 

@@ -7,6 +7,8 @@ import subprocess
 
 import pytest
 
+from zbrun import bad_flag_failures
+
 ZB_PLAN = os.path.join(os.environ.get("ZB_BIN", "build/bin"), "zb_plan")
 STAGE_COLUMNS = ["bytes_per_param", "gb_per_gpu", "weights_gb", "grads_gb", "master_gb", "moments_gb",
                  "volume_psi", "elements_per_step", "gb_per_step", "inter_psi", "inter_gb_per_gpu"]
@@ -97,7 +99,7 @@ def test_7b_over_8_z2_figures_by_hand():
 
 
 def test_microbatches_fp32_momentum_nodes_and_slots():
-    args = ["--params=1e9", "--dp=16", "--dp-per-node=4", "--grad-dtype=fp32", "--optimizer=momentum",
+    args = ["--params=1e9", "--dp=16", "--ranks-per-node=4", "--grad-dtype=fp32", "--optimizer=momentum",
             "--microbatches=4", "--chunks=8", "--slots=3"]
     for mode in ("grads", "optimizer", "weights"):
         _, t = tables(*args, f"--offload={mode}")
@@ -119,7 +121,7 @@ def test_json_rows_carry_the_printed_columns(tmp_path):
     _, t = tables("--params=7e9", "--dp=2,8", "--offload=optimizer", "--chunks=4", "--slots=1",
                   f"--json={path}")
     doc = json.loads(path.read_text())
-    assert (doc["model"]["offload"], doc["model"]["slots"], doc["model"]["chunks"]) == ("optimizer", 1, 4)
+    assert (doc["model"]["offload"], doc["model"]["slots"], doc["model"]["chunks"]) == ("optimizer", [1], 4)
     assert doc["model"]["microbatches"] == 1
     assert len(doc["rows"]) == 2 * len(STAGES)
     for r in doc["rows"]:
@@ -131,12 +133,30 @@ def test_json_rows_carry_the_printed_columns(tmp_path):
         assert r["pcie_bytes_per_param"] == pytest.approx(r["pcie_bytes_per_step"] / r["params_per_gpu"])
         assert r["slot_bytes"] == pytest.approx(2 * r["params_per_gpu"] / 4)  # one BF16 slot of 1/4
         assert r["host_bytes"] == pytest.approx(r["host_bytes_per_param"] * r["params_per_gpu"])
+        assert r["slots"] == 1
 
 
-@pytest.mark.parametrize("args", [["--offload=gpu"], ["--offload=grads", "--slots=0"], ["--slots=3"],
-                                  ["--chunks=4"], ["--offload=weights", "--chunks=0"]], ids=" ".join)
-def test_bad_offload_flags_exit_2_with_one_line(args):
-    res = run("--params=7e9", "--dp=8", *args)
-    assert res.returncode == 2, res.stderr
-    assert res.stdout == ""
-    assert len([l for l in res.stderr.splitlines() if l.strip()]) == 1, res.stderr
+def test_a_list_of_slot_counts_gives_rows_for_each(tmp_path):
+    # --slots is a list here as in zb_offload: a table and rows per slot count, each as the
+    # count alone gives it.
+    path = tmp_path / "plan.json"
+    args = ["--params=7e9", "--dp=8", "--offload=grads", "--chunks=4"]
+    text, _ = tables(*args, "--slots=1,3", f"--json={path}")
+    assert "1 device slot(s)" in text and "3 device slot(s)" in text
+    doc = json.loads(path.read_text())
+    assert doc["model"]["slots"] == [1, 3]
+    assert [r["slots"] for r in doc["rows"]] == [1] * len(STAGES) + [3] * len(STAGES)
+    for slots in (1, 3):
+        alone = tmp_path / f"alone{slots}.json"
+        tables(*args, f"--slots={slots}", f"--json={alone}")
+        assert [r for r in doc["rows"] if r["slots"] == slots] == json.loads(alone.read_text())["rows"]
+
+
+BAD = [(["--offload=gpu"], "--offload"), (["--offload=grads", "--slots=0"], "--slots"),
+       (["--slots=3"], "--slots"), (["--chunks=4"], "--chunks"),
+       (["--offload=weights", "--chunks=0"], "--chunks"), (["--offload=grads", "--slots=1,1"], "given twice")]
+
+
+def test_bad_offload_flags_exit_2_with_one_line():
+    rows = [(["--params=7e9", "--dp=8", *args], want) for args, want in BAD]
+    assert not bad_flag_failures("zb_plan", rows)

@@ -65,14 +65,14 @@ def test_every_stage_matches_the_reference_and_the_node_accounting(np, rpn, opti
         assert b["padding"] == 0 and b["params"] == psi
         assert (b["nodes"], b["ranks_per_node"]) == (np // rpn, rpn)
         intra, inter, inter_bytes, intra_bytes = expected(stage, np, rpn, psi, gb)
-        assert b["volume_psi_intra"] == pytest.approx(intra, rel=1e-12), stage
-        assert b["volume_psi_inter"] == pytest.approx(inter, rel=1e-12), stage
-        assert b["volume_psi"] == pytest.approx(intra + inter, rel=1e-12), stage
-        assert b["inter_node_bytes_ideal"] == pytest.approx(inter_bytes, rel=1e-12), stage
-        assert b["intra_node_bytes_ideal"] == pytest.approx(intra_bytes, rel=1e-12), stage
+        assert b["volume_psi_intra_accounted"] == pytest.approx(intra, rel=1e-12), stage
+        assert b["volume_psi_inter_accounted"] == pytest.approx(inter, rel=1e-12), stage
+        assert b["volume_psi_accounted"] == pytest.approx(intra + inter, rel=1e-12), stage
+        assert b["inter_node_bytes_accounted"] == pytest.approx(inter_bytes, rel=1e-12), stage
+        assert b["intra_node_bytes_accounted"] == pytest.approx(intra_bytes, rel=1e-12), stage
         assert b["bytes_per_param_formula"] == pytest.approx(formula(stage, optimizer, grad, np, rpn), rel=1e-12)
         # Declared nodes are not the machine's: no counter can say what crossed them.
-        assert is_nan(b["inter_node_bytes_measured"]) and is_nan(b["intra_node_bytes"])
+        assert is_nan(b["inter_node_bytes_measured"]) and is_nan(b["intra_node_bytes_measured"])
     assert "declared" in proc.stdout
 
 
@@ -84,8 +84,8 @@ def test_hsdp_and_hpz_memory_matches_the_formula():
     for stage, b in rows.items():
         want = formula(stage, "adam", "bf16", 4, 2)  # 8 and 5
         assert b["bytes_per_param_formula"] == pytest.approx(want, rel=1e-12)
-        assert b["bytes_per_param"] == pytest.approx(want, rel=0.01), (stage, proc.stdout)
-        assert b["bytes_per_param_tracked"] == pytest.approx(want, rel=0.001)
+        assert b["bytes_per_param_measured"] == pytest.approx(want, rel=0.01), (stage, proc.stdout)
+        assert b["bytes_per_param_accounted"] == pytest.approx(want, rel=0.001)
 
 
 def test_a_corrupted_gradient_fails_hsdp_and_hpz():
@@ -116,9 +116,9 @@ def test_zb_collectives_hierarchical_all_reduce_over_declared_nodes():
         assert flat["wrong"] == 0 and hier["wrong"] == 0
         # Flat ring: one rank per node sends 2(N-1)/N of the buffer to the next node. Hierarchical:
         # both ranks send 2(R-1)/R of their half across, 1x the buffer per node.
-        assert flat["inter_node_bytes_ideal"] == pytest.approx(1.5 * size, rel=1e-12)
-        assert hier["inter_node_bytes_ideal"] == pytest.approx(1.0 * size, rel=1e-12)
+        assert flat["inter_node_bytes_formula"] == pytest.approx(1.5 * size, rel=1e-12)
+        assert hier["inter_node_bytes_formula"] == pytest.approx(1.0 * size, rel=1e-12)
         # Per rank both send 1.5x the buffer (node reduce-scatter, cross all-reduce of half,
         # node all-gather: 0.5 + 0.5 + 0.5).
-        assert hier["wire_bytes_ideal"] == pytest.approx(flat["wire_bytes_ideal"], rel=1e-12)
+        assert hier["wire_bytes_formula"] == pytest.approx(flat["wire_bytes_formula"], rel=1e-12)
         assert is_nan(hier["inter_node_bytes_measured"])

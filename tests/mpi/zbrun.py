@@ -64,3 +64,27 @@ def run_single(program, args, timeout=60):
 
 def stderr_lines(proc):
     return [l for l in proc.stderr.splitlines() if l.strip()]
+
+
+# MPI_Init fails loudly under this environment (no such transport), so a process that exits 2
+# with one line under it has checked its flags without starting MPI.
+NO_MPI = dict(ENV, OMPI_MCA_pml="zb_no_such_pml")
+
+
+def bad_flag_failures(program, table, timeout=60):
+    """Runs `program` once per row of `table`, each a list of arguments or (arguments, text the
+    line must hold), without a launcher and with MPI unable to start; returns a description of
+    every row that did not exit 2 with exactly one line on stderr, "<program>: ...", and nothing
+    on stdout. One test per table: each row is still its own process, and every failing row is
+    named."""
+    failures = []
+    for row in table:
+        args, want = (row, "") if isinstance(row, list) else row
+        proc = subprocess.run([binary(program), *args], env=NO_MPI, capture_output=True, text=True,
+                              timeout=timeout)
+        lines = stderr_lines(proc)
+        one_line = len(lines) == 1 and lines[0].startswith(f"{program}: ") and want in lines[0]
+        if proc.returncode != 2 or proc.stdout or not one_line:
+            failures.append(f"{' '.join(args)}: rc {proc.returncode}, "
+                            f"stdout {proc.stdout[:200]!r}, stderr {proc.stderr[-500:]!r}")
+    return failures

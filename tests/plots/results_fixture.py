@@ -53,7 +53,7 @@ def collectives():
             algbw = 1.0 + k + factor
             rows.append(row(f"{op}/bytes:{size}/dtype:bf16", real_time=10.0 + k, time_unit="us",
                             ranks=4, bytes=size, algbw_GBps=algbw, busbw_GBps=algbw * factor,
-                            wrong=0, wire_bytes_ideal=size * factor,
+                            wrong=0, wire_bytes_formula=size * factor,
                             wire_bytes_measured=NAN if op == "all_gather" else size * factor))
     return doc(rows)
 
@@ -65,9 +65,9 @@ def zero():
     rows = []
     for i, (stage, (bpp, vol)) in enumerate(ZERO_STAGES.items()):
         name = f"zero/stage:{stage}/params:1048576/compute:spin:200"
-        common = dict(ranks=4, params=1048576, volume_psi=vol,
+        common = dict(ranks=4, params=1048576, volume_psi_accounted=vol,
                       volume_psi_measured=NAN if stage == "z3" else vol * 1.01,
-                      bytes_per_param=bpp + 0.125, bytes_per_param_formula=bpp,
+                      bytes_per_param_measured=bpp + 0.125, bytes_per_param_formula=bpp,
                       step_s=0.012 + i * 0.001, comm_s=0.004, compute_s=0.01,
                       exposed_comm_s=0.002 + i * 0.001, overlap_eff=0.5, extra_field=7)
         if stage == "z2":

@@ -29,7 +29,7 @@ def collectives(pair, slow=None, reps=1, outlier=False):
                 rows.append(row(f"{op}/bytes:{size}/dtype:bf16/iterations:5/manual_time", t, "us",
                                 rep=rep, reps=reps, ranks=2, bytes=size, wrong=0,
                                 algbw_GBps=size / t / 1e3, busbw_GBps=size / t / 1e3,
-                                wire_bytes_ideal=size / 2))
+                                wire_bytes_formula=size / 2))
     return doc(rows)
 
 
@@ -37,7 +37,8 @@ def zero(pair, step_factor=1.0, **changed):
     rows = []
     for stage, bpp in (("dp", 16.0), ("z3", 4.0)):
         step = 0.02 * DRIFT[pair] * step_factor
-        counters = dict(ranks=2, params=2e6, volume_psi=2.0, bytes_per_param=bpp + 0.006,
+        counters = dict(ranks=2, params=2e6, volume_psi_accounted=2.0,
+                        bytes_per_param_measured=bpp + 0.006,
                         step_s=step, comm_s=step / 2, overlap_eff=0.5, exposed_comm_s=step / 4)
         counters.update(changed)
         rows.append(row(f"zero/stage:{stage}/params:2000000/iterations:3/manual_time",
@@ -135,13 +136,14 @@ def test_noisy_metric_is_reported_undecided(tmp_path):
 
 
 def test_exact_metrics_must_match_and_pages_are_tolerated(tmp_path):
-    d = ab_folder(tmp_path / "ab", b_zero=lambda i: zero(i, bytes_per_param=16.006 + 0.004))
+    d = ab_folder(tmp_path / "ab",
+                  b_zero=lambda i: zero(i, bytes_per_param_measured=16.006 + 0.004))
     r = ab(d)
     # dp within a page of A's 16.006; z3's 4.006 -> 16.01 is a real change.
     assert r.returncode == 1, r.stdout
     assert rows_of(d / "ab.md", "MISMATCH") == [
-        ("zero/stage:z3/params:2000000/iterations:3/manual_time", "bytes_per_param")]
-    d = ab_folder(tmp_path / "ab2", b_zero=lambda i: zero(i, volume_psi=3.0))
+        ("zero/stage:z3/params:2000000/iterations:3/manual_time", "bytes_per_param_measured")]
+    d = ab_folder(tmp_path / "ab2", b_zero=lambda i: zero(i, volume_psi_accounted=3.0))
     assert ab(d).returncode == 1
     assert len(rows_of(d / "ab.md", "MISMATCH")) == 2
 

@@ -12,7 +12,7 @@ STEP = "zero/stage:z3/params:1048576"
 
 def step_rows(times_ms, **counters):
     """Repetitions of one zero step benchmark with the given real times."""
-    base = dict(ranks=4, params=1048576, volume_psi=3.0, bytes_per_param=4.125,
+    base = dict(ranks=4, params=1048576, volume_psi_accounted=3.0, bytes_per_param_measured=4.125,
                 bytes_per_param_formula=4.0, wrong=0, step_s=0.01, overlap_eff=0.5,
                 wire_bytes_measured=NAN)
     base.update(counters)
@@ -112,39 +112,41 @@ def test_prediction_error_is_tracked_by_its_size(tmp_path):
 
 
 def test_changed_exact_metric_fails(tmp_path):
-    r = compare(tmp_path, doc(step_rows(STEADY)), doc(step_rows(STEADY, bytes_per_param=4.25)))
+    r = compare(tmp_path, doc(step_rows(STEADY)),
+                doc(step_rows(STEADY, bytes_per_param_measured=4.25)))
     assert r.returncode == 1
-    assert "MISMATCH" in verdict(r.stdout, "bytes_per_param")
+    assert "MISMATCH" in verdict(r.stdout, "bytes_per_param_measured")
     r = compare(tmp_path, doc(step_rows(STEADY)), doc(step_rows(STEADY, wrong=1)))
     assert r.returncode == 1 and "MISMATCH" in verdict(r.stdout, "wrong")
 
 
 def test_exact_metric_tolerates_float_rounding_only(tmp_path):
     r = compare(tmp_path, doc(step_rows(STEADY)),
-                doc(step_rows(STEADY, volume_psi=3.0 * (1 + 1e-13))))
+                doc(step_rows(STEADY, volume_psi_accounted=3.0 * (1 + 1e-13))))
     assert r.returncode == 0
     r = compare(tmp_path, doc(step_rows(STEADY)),
-                doc(step_rows(STEADY, volume_psi=3.0 * (1 + 1e-6))))
-    assert r.returncode == 1 and "MISMATCH" in verdict(r.stdout, "volume_psi")
+                doc(step_rows(STEADY, volume_psi_accounted=3.0 * (1 + 1e-6))))
+    assert r.returncode == 1 and "MISMATCH" in verdict(r.stdout, "volume_psi_accounted")
 
 
 def test_measured_counters_within_default_tolerance_pass(tmp_path):
-    # Identical runs: bytes_per_param two 4 KiB pages apart over 2e6 parameters, socket bytes
-    # a little over the ring's. The same defaults as run_all.sh, with no flag given.
+    # Identical runs: bytes_per_param_measured two 4 KiB pages apart over 2e6 parameters,
+    # socket bytes a little over the ring's. The same defaults as run_all.sh, with no flag given.
     page = 2 * 4096 / 2e6
-    base = doc(step_rows(STEADY, bytes_per_param=16.007, volume_psi_measured=2.0002))
-    same = doc(step_rows(STEADY, bytes_per_param=16.007 + page, volume_psi_measured=2.0004))
+    base = doc(step_rows(STEADY, bytes_per_param_measured=16.007, volume_psi_measured=2.0002))
+    same = doc(step_rows(STEADY, bytes_per_param_measured=16.007 + page,
+                         volume_psi_measured=2.0004))
     r = compare(tmp_path, base, same)
     assert r.returncode == 0, r.stdout
-    assert "tolerance 0.5%" in verdict(r.stdout, "bytes_per_param")
+    assert "tolerance 0.5%" in verdict(r.stdout, "bytes_per_param_measured")
     assert "tolerance 1%" in verdict(r.stdout, "volume_psi_measured")
     # A flag still tightens a default, and a real change still fails.
-    r = compare(tmp_path, base, same, "--tolerance", "bytes_per_param=0")
-    assert r.returncode == 1 and "MISMATCH" in verdict(r.stdout, "bytes_per_param")
-    r = compare(tmp_path, base, doc(step_rows(STEADY, bytes_per_param=16.2,
+    r = compare(tmp_path, base, same, "--tolerance", "bytes_per_param_measured=0")
+    assert r.returncode == 1 and "MISMATCH" in verdict(r.stdout, "bytes_per_param_measured")
+    r = compare(tmp_path, base, doc(step_rows(STEADY, bytes_per_param_measured=16.2,
                                               volume_psi_measured=2.0002)))
-    assert r.returncode == 1 and "MISMATCH" in verdict(r.stdout, "bytes_per_param")
-    r = compare(tmp_path, base, doc(step_rows(STEADY, bytes_per_param=16.007,
+    assert r.returncode == 1 and "MISMATCH" in verdict(r.stdout, "bytes_per_param_measured")
+    r = compare(tmp_path, base, doc(step_rows(STEADY, bytes_per_param_measured=16.007,
                                               volume_psi_measured=2.1)))
     assert r.returncode == 1 and "MISMATCH" in verdict(r.stdout, "volume_psi_measured")
 
@@ -162,7 +164,7 @@ def test_gate_exact_reports_but_does_not_fail_timings(tmp_path):
     r = compare(tmp_path, doc(step_rows(STEADY)), slow, "--gate", "exact")
     assert r.returncode == 0, r.stdout
     assert "not gated" in verdict(r.stdout, "real_time_s")
-    changed = doc(step_rows([t * 1.3 for t in STEADY], volume_psi=2.0))
+    changed = doc(step_rows([t * 1.3 for t in STEADY], volume_psi_accounted=2.0))
     assert compare(tmp_path, doc(step_rows(STEADY)), changed, "--gate", "exact").returncode == 1
 
 
@@ -186,7 +188,7 @@ def test_time_units_and_aggregates(tmp_path):
 
 
 def test_nan_counters_do_not_fail(tmp_path):
-    base = doc(step_rows([10.0], comm_s=NAN, volume_psi=NAN))
+    base = doc(step_rows([10.0], comm_s=NAN, volume_psi_accounted=NAN))
     r = compare(tmp_path, base, base)
     assert r.returncode == 0, r.stdout
     assert "n/a" in verdict(r.stdout, "comm_s")

@@ -24,8 +24,8 @@ def counters(slots, hidden, us, **extra):
     copy = 0.004
     c = dict(slots=slots, compute_per_chunk_s=us / 1e6, hide_condition_s=HIDE_S, copy_s=copy,
              exposed_copy_s=copy * (1 - hidden), hidden_frac=hidden, step_s=0.01 + us / 1e5,
-             device_bytes_per_param=2.5 + slots * 0.25 + 0.004, device_bytes_per_param_formula=2.5 + slots * 0.25,
-             host_bytes_per_param=14.0, d2h_GBps=11.5, h2d_GBps=12.25, copy_limit_GBps=13.0,
+             device_bytes_per_param_measured=2.5 + slots * 0.25 + 0.004, device_bytes_per_param_formula=2.5 + slots * 0.25,
+             host_bytes_per_param_measured=14.0, d2h_GBps=11.5, h2d_GBps=12.25, copy_limit_GBps=13.0,
              copy_limit_d2h_GBps=12.5, copy_limit_h2d_GBps=13.0, copy_limit_both_GBps=20.0,
              host_accumulate_GBps=8.0, wrong=0)
     c.update(extra)
@@ -60,9 +60,9 @@ def memory():
     for slots in (1, 2, 3):
         rows.append(labelled(row(grads_name(slots, 1000), 20.0, "ms", **counters(slots, 0.9, 1000))))
         w = f"offload_weights/params:4000000/layers:8/slots:{slots}/compute:sleep:1000"
-        rows.append(labelled(row(w, 15.0, "ms", **counters(slots, 0.8, 1000, device_bytes_per_param=1.0 * slots,
+        rows.append(labelled(row(w, 15.0, "ms", **counters(slots, 0.8, 1000, device_bytes_per_param_measured=1.0 * slots,
                                                               device_bytes_per_param_formula=0.999 * slots,
-                                                              host_bytes_per_param=16.0))))
+                                                              host_bytes_per_param_measured=16.0))))
     return doc(rows)
 
 
@@ -122,7 +122,8 @@ def test_memory_csv_equals_the_counters(folder):
         (f, s) for f in ("offload_grads", "offload_weights") for s in (1, 2, 3))
     for r in rows:
         b = drawn_row(docs["offload.json"], r["benchmark"])
-        for key in ("device_bytes_per_param", "device_bytes_per_param_formula", "host_bytes_per_param"):
+        for key in ("device_bytes_per_param_measured", "device_bytes_per_param_formula",
+                    "host_bytes_per_param_measured"):
             assert float(r[key]) == b[key], key
         assert r["series"] == r["family"].replace("offload_", "")
 

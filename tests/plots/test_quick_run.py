@@ -15,6 +15,7 @@ NEEDED = ("zb_collectives", "zb_zero", "zb_plan")
 STAGES = ("dp", "z1", "z2", "z3", "hsdp", "hpz")
 
 sys.path.insert(0, PLOTS)
+import counter_names  # noqa: E402
 import gbjson  # noqa: E402
 
 
@@ -115,6 +116,14 @@ def test_zero_figures_hold_every_stage(run):
     volume = {r["bar"]: r for r in read_csv(out, "zero_volume")}
     # The socket run measures every stage's volume.
     assert all(volume[s]["volume_psi_measured"] != "" for s in STAGES)
+
+
+def test_every_counter_name_obeys_the_suffix_rule(run):
+    out, _ = run
+    broken = {(f.name, r.name): counter_names.violations(r.counters)
+              for f in sorted(out.glob("*.json")) if gbjson.is_gb(gbjson.load_json(str(f)))
+              for r in gbjson.load_gb(str(f))[1] if counter_names.violations(r.counters)}
+    assert not broken, broken
 
 
 def test_plan_csv_equals_json(run):

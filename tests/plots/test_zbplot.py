@@ -137,9 +137,9 @@ def test_missing_inputs_are_skipped(tmp_path):
 
 
 def test_extra_and_missing_fields(tmp_path):
-    rows = [row("zero/stage:z1/params:8/extra:1", 1.0, "ms", bytes_per_param=7.0,
+    rows = [row("zero/stage:z1/params:8/extra:1", 1.0, "ms", bytes_per_param_measured=7.0,
                 new_counter=3.0, some_text="x", nested={"a": 1}),
-            row("zero/stage:z3/params:8/extra:1", 1.0, "ms", bytes_per_param=NAN),
+            row("zero/stage:z3/params:8/extra:1", 1.0, "ms", bytes_per_param_measured=NAN),
             row("all_reduce/bytes:1024", 1.0)]
     d = doc(rows)
     d["context"]["new_key"] = [1, 2]

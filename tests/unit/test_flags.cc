@@ -62,11 +62,57 @@ TEST(Flags, ByteSuffixes) {
   EXPECT_FALSE(zb::parse_bytes("0.5", &v));
 }
 
+TEST(Flags, ParameterCountsAreDecimal) {
+  uint64_t v = 0;
+  for (const char* text : {"16000000", "16e6", "16M", "16.0M", "0.016G"}) {
+    ASSERT_TRUE(zb::parse_count(text, &v)) << text;
+    EXPECT_EQ(v, 16000000u) << text;
+  }
+  ASSERT_TRUE(zb::parse_count("1.1M", &v));  // 1100000.0000000002 in binary
+  EXPECT_EQ(v, 1100000u);
+  ASSERT_TRUE(zb::parse_count("7T", &v));
+  EXPECT_EQ(v, 7000000000000u);
+  ASSERT_TRUE(zb::parse_count("64K", &v));
+  EXPECT_EQ(v, 64000u);  // not 65536: a count is not a byte size
+  for (const char* text :
+       {"", "M", "1.5", "16MiB", "16m", "-4", "4Q", "1e-3", "nan", "inf", "1e30"})
+    EXPECT_FALSE(zb::parse_count(text, &v)) << text;
+}
+
+TEST(Flags, CountsAndListsOfWholeNumbers) {
+  zb::Flags f("prog");
+  uint64_t params = 1;
+  std::vector<int64_t> slots{1, 2, 3};
+  f.add_count("params", &params, "", 1, 1000000000);
+  f.add_ints("slots", &slots, "", 1, 64);
+  auto run = [&](std::vector<std::string> args) {
+    std::vector<char*> argv{const_cast<char*>("prog")};
+    for (auto& a : args) argv.push_back(a.data());
+    std::vector<std::string> pass;
+    bool help = false;
+    return f.parse(int(argv.size()), argv.data(), &pass, &help);
+  };
+  ASSERT_TRUE(run({"--params=2.5M", "--slots=4"}));
+  EXPECT_EQ(params, 2500000u);
+  EXPECT_EQ(slots, (std::vector<int64_t>{4}));
+  ASSERT_TRUE(run({"--slots=3,1"}));
+  EXPECT_EQ(slots, (std::vector<int64_t>{3, 1}));
+  for (std::vector<std::string> bad : std::vector<std::vector<std::string>>{
+           {"--params=0"}, {"--params=2G"}, {"--params=x"}, {"--slots=0"}, {"--slots=65"},
+           {"--slots=1,1"}, {"--slots=1,"}, {"--slots="}, {"--slots=1.5"}}) {
+    zb::Status s = run(bad);
+    EXPECT_FALSE(s) << bad[0];
+    const std::string flag = bad[0].substr(0, bad[0].find('='));  // the flag named in the line
+    EXPECT_NE(s.message().find(flag), std::string::npos) << s.message();
+  }
+}
+
 TEST(Flags, EveryBadInputIsAnError) {
   const std::vector<std::vector<std::string>> bad = {
       {"--iters=0"},     {"--iters=101"},       {"--iters=ten"},       {"--iters"},
       {"--step-factor=0.5"}, {"--step-factor=nan"}, {"--min-bytes=0"}, {"--min-bytes=4X"},
       {"--dtype=fp16"},  {"--ops=a,d"},         {"--ops=a,a"},        {"--ops="},
+      {"--ops=a,"},
       {"--check=maybe"}, {"--no-check=1"},      {"--unknown=1"},      {"stray"},
   };
   for (const auto& args : bad) {

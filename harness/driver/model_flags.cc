@@ -1,0 +1,53 @@
+// The model-and-stage flag group: declaration, and the model and step it gives.
+#include "harness/driver/model_flags.h"
+
+namespace zb {
+
+ModelFlags::ModelFlags(Flags& flags, ModelFlagSpec spec)
+    : spec_(std::move(spec)),
+      params_(spec_.params),
+      chunks_(spec_.chunks_default),
+      bucket_mb_(spec_.bucket_mb),
+      stages_(spec_.stage_set) {
+  flags.add_count("params", &params_, spec_.params_help, 1, uint64_t(1e18));
+  if (spec_.layers) {
+    flags.add_int("layers", &layers_, "layers of the uniform model", 1, 1 << 20);
+    flags.add_string("model", &model_, "gpt:layers=L,hidden=H,vocab=V (real, unequal layer sizes)");
+  }
+  if (spec_.bucket)
+    flags.add_double("bucket-mb", &bucket_mb_, spec_.bucket_help, spec_.bucket_mb > 0 ? 1e-6 : 0,
+                     1 << 20);
+  flags.add_choice("optimizer", &optimizer_,
+                   "adam (12 bytes of state per parameter) or momentum (8)", optimizer_choices());
+  flags.add_choice("grad-dtype", &grad_dtype_, "gradient dtype", dtype_choices());
+  if (spec_.stages) {
+    Choices<Stage> choices;
+    for (Stage s : spec_.stage_set) choices.push_back({stage_name(s), s});
+    flags.add_list("stages", &stages_, spec_.stages_help, choices);
+  }
+  if (spec_.chunks)
+    flags.add_int(
+        "chunks", &chunks_,
+        "model chunks per rank: the rank's layers cut into this many consecutive groups (a "
+        "pipeline rank runs them interleaved; an offload slot holds one at a time)",
+        1, 4096);
+}
+
+Status ModelFlags::resolve(ModelSetup* out) const {
+  ModelSetup m;
+  if (spec_.params == 0 && params_ == 0)
+    return Status::error("needs --params=N (e.g. --params=7e9)");
+  if (spec_.layers) ZB_RETURN_IF_ERROR(make_model(model_, double(params_), layers_, &m.model));
+  m.params = params_;
+  m.bucket_mb = bucket_mb_;
+  m.step.optimizer.kind = optimizer_;
+  m.step.grad_dtype = grad_dtype_;
+  m.step.bucket_elems = bucket_elems(bucket_mb_, grad_dtype_);
+  m.stages = stages_;
+  if (!m.stages.empty()) m.step.stage = m.stages.front();
+  m.chunks = int(chunks_);
+  *out = std::move(m);
+  return Status::ok();
+}
+
+}  // namespace zb
