@@ -26,9 +26,10 @@ std::vector<float> dequantized(const Quantized& q, size_t n, QuantFormat f, size
   return out;
 }
 
-// Counts the elements outside the bounds: |x - q s| in exact arithmetic (q s and its difference
-// from a float are exact in double up to a rounding far inside the bound's margin), and |x - dequantized| as `dtype`. Also checks that the
-// largest element of every block takes the extreme code.
+// Counts the elements outside the bounds: |x - q s| as exact arithmetic has it (q s is exact in
+// double, and its difference from a float rounds far inside the bound's margin), and
+// |x - dequantized| as `dtype`. Also checks that the largest element of every block takes the
+// extreme code.
 int64_t outside_bounds(const QuantInput& x, const Quantized& q, QuantFormat f, size_t block, DType out) {
   const size_t n = x.size();
   std::vector<float> dq = dequantized(q, n, f, block, out);
@@ -82,7 +83,8 @@ TEST(BlockQuantize, RandomValuesStayWithinHalfAStepAndCpuMatchesReference) {
   // Odd sizes, sizes smaller than one block, and partial last blocks.
   for (size_t n : {size_t(1), size_t(2), size_t(7), size_t(4095), size_t(4097), size_t(10001)})
     for (QuantFormat f : kBlockFormats)
-      for (size_t block : {size_t(2), size_t(32), size_t(4096)}) check_block_round_trip(varied_values(n, rng), f, block);
+      for (size_t block : {size_t(2), size_t(32), size_t(4096)})
+        check_block_round_trip(varied_values(n, rng), f, block);
   // An odd block for INT8, which packs nothing.
   check_block_round_trip(varied_values(1001, rng), QuantFormat::int8, 33);
 }
@@ -167,6 +169,18 @@ TEST(BlockQuantize, ExtremeValuesStayWithinTheBound) {
   std::vector<float> dq = dequantized(q, 4, QuantFormat::int8, 4, DType::f32);
   EXPECT_EQ(dq[0], FLT_MAX);
   EXPECT_EQ(dq[1], -FLT_MAX);
+}
+
+TEST(BlockQuantize, EmptyBuffersTouchNothing) {
+  // n = 0 (a rank with an empty shard): no block, no byte read or written, null pointers fine.
+  for (QuantFormat f : kBlockFormats) {
+    block_quantize_cpu(nullptr, DType::bf16, 0, f, 64, nullptr, nullptr, 0);
+    block_dequantize_cpu(nullptr, nullptr, 0, f, 64, nullptr, DType::f32, 0);
+    block_reduce_cpu(QuantInputs{nullptr, 0, nullptr, 0, 3}, 0, f, 64, nullptr, nullptr, 0);
+  }
+  EXPECT_EQ(fp8_amax_cpu(nullptr, DType::bf16, 0, 0), 0.0f);
+  fp8_quantize_cpu(nullptr, DType::f32, 0, 1.0f, nullptr, 0);
+  fp8_dequantize_cpu(nullptr, 0, 1.0f, nullptr, DType::bf16, 0);
 }
 
 TEST(BlockQuantize, BlockSizesAndByteModels) {
