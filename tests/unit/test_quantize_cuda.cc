@@ -35,7 +35,9 @@ struct DeviceBytes {
   DeviceBytes(const void* host, size_t bytes, size_t pad_bytes) : size(bytes), pad(pad_bytes) {
     EXPECT_EQ(cudaMalloc(&base, bytes + pad + 1), cudaSuccess);
     EXPECT_EQ(cudaMemset(base, 0x5a, bytes + pad + 1), cudaSuccess);
-    if (host) EXPECT_EQ(cudaMemcpy(base + pad, host, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    if (host) {
+      EXPECT_EQ(cudaMemcpy(base + pad, host, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    }
   }
   ~DeviceBytes() { cudaFree(base); }
   template <class T>
