@@ -15,11 +15,12 @@ namespace {
 struct Shape {
   Coll op;
   DType dtype;
-  uint64_t count;  // full buffer, elements (padded to a multiple of ranks for RS/AG)
+  uint64_t count;  // full buffer, elements (padded to a multiple of ranks for RS/AG/A2A)
   uint64_t in_count, out_count;
   bool hier = false;
   uint64_t node_block = 0;  // hier: the block each rank reduces across nodes
   int node_rank = 0;
+  uint64_t peer_block = 0;  // all-to-all: what each rank sends each rank
 };
 
 Shape shape_for(Coll op, DType dtype, uint64_t bytes, int ranks) {
@@ -28,12 +29,30 @@ Shape shape_for(Coll op, DType dtype, uint64_t bytes, int ranks) {
     case Coll::all_reduce: return {op, dtype, count, count, count};
     case Coll::reduce_scatter: return {op, dtype, count, count, block};
     case Coll::all_gather: return {op, dtype, count, block, count};
+    case Coll::all_to_all: {
+      Shape s{op, dtype, count, count, count};
+      s.peer_block = block;
+      return s;
+    }
   }
   return {};
 }
 
+// All-to-all: what rank `from` sends rank `to` at offset k of that block. An integer in
+// [-125, 125], exact in BF16, that changes with the sender, the receiver and the offset, so a
+// block from the wrong rank, for the wrong rank or at the wrong place is counted; the
+// reductions' pattern repeats every 5 indices, which a block of 5m elements would not notice.
+double a2a_value(int from, int to, uint64_t k) {
+  return double(int64_t((uint64_t(from) * 131 + uint64_t(to) * 31 + k * 7) % 251) - 125);
+}
+
 // Fills this rank's input; the all-gather's block is its slice of the global index space.
 void fill_input(const Shape& s, void* host, int rank, int ranks) {
+  if (s.op == Coll::all_to_all) {
+    for (uint64_t i = 0; i < s.in_count; ++i)
+      store_element(host, s.dtype, i, a2a_value(rank, int(i / s.peer_block), i % s.peer_block));
+    return;
+  }
   uint64_t first = s.op == Coll::all_gather ? uint64_t(rank) * s.in_count : 0;
   fill_pattern(host, s.dtype, s.in_count, rank, first, ranks);
 }
@@ -44,6 +63,7 @@ uint64_t count_wrong(const Shape& s, const void* host, int rank, int ranks) {
     double expect = 0;
     if (s.op == Coll::all_reduce) expect = pattern_sum(i, ranks);
     else if (s.op == Coll::reduce_scatter) expect = pattern_sum(uint64_t(rank) * s.out_count + i, ranks);
+    else if (s.op == Coll::all_to_all) expect = a2a_value(int(i / s.peer_block), rank, i % s.peer_block);
     else expect = pattern_value(int(i / s.in_count), i, ranks);
     wrong += load_element(host, s.dtype, i) != expect;
   }
@@ -72,6 +92,7 @@ Status issue(Communicator& comm, const Shape& s, const void* in, void* out, Grou
     case Coll::all_reduce: return comm.all_reduce(in, out, s.count, s.dtype, group);
     case Coll::reduce_scatter: return comm.reduce_scatter(in, out, s.out_count, s.dtype, group);
     case Coll::all_gather: return comm.all_gather(in, out, s.in_count, s.dtype, group);
+    case Coll::all_to_all: return comm.all_to_all(in, out, s.peer_block, s.dtype, group);
   }
   return Status::ok();
 }

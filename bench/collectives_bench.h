@@ -30,7 +30,7 @@ struct CollSetup {
   bool hier = false;      // the hierarchical all-reduce (op is all_reduce)
   Group group = Group::world;  // the ranks the collective runs over (a node's, or a cross-node group)
   DType dtype = DType::bf16;
-  uint64_t bytes = 0;     // requested full buffer; padded up for reduce-scatter and all-gather
+  uint64_t bytes = 0;     // requested full buffer; padded up for all but the all-reduce
   bool batch = true;      // false: each iteration completed and timed alone (p50, p99)
   bool bare = true;       // also time the bare library call
   bool check = true;
@@ -50,9 +50,10 @@ struct CollResult {
   double inter_formula = 0, inter_measured = NAN, intra_formula = 0, intra_measured = NAN;
 };
 
-// The full buffer a size becomes: whole elements, and for reduce-scatter and all-gather a
-// multiple of the rank count so every rank holds an equal block (the hierarchical
-// all-reduce: a multiple of the ranks per node, `ranks` then being those).
+// The full buffer a size becomes: whole elements, and for reduce-scatter, all-gather and
+// all-to-all a multiple of the rank count so every rank holds (or sends each rank) an equal
+// block (the hierarchical all-reduce: a multiple of the ranks per node, `ranks` then being
+// those).
 uint64_t padded_count(Coll op, DType dtype, uint64_t bytes, int ranks, bool hier = false);
 
 Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* out);

@@ -1,4 +1,4 @@
-// The optimizer kernels against the memory-bandwidth limit measured in the same run.
+// Kernels against the memory-bandwidth limit measured in the same run; the optimizer updates.
 #include "bench/optimizer_kernels.h"
 
 #include "harness/core/staggered_arrays.h"
@@ -15,44 +15,26 @@ size_t footprint_per_param(Optimizer kind, DType grad) {
 
 }  // namespace
 
-// One update kernel over `params` elements against the memory-bandwidth limit, measured
-// inside each benchmark on the same engine with the same threads: the fastest of the
-// bandwidth probes (kernels/bandwidth.h), each over arrays as large in total as the
-// update's, so all of them meet the same caches and the same memory. A limit must bound
-// every kernel held against it, so it is the best probe, not a chosen one.
-Status kernel_benchmark(Run& run, Compute& compute, const OptimizerConfig& opt, DType grad,
-                        uint64_t params, KernelResult* out) {
+// The limit is measured inside each benchmark on the same engine with the same threads: the
+// fastest of the bandwidth probes (kernels/bandwidth.h), each over arrays as large in total as
+// the kernel's. A limit must bound every kernel held against it, so it is the best probe, not
+// a chosen one.
+Status kernel_against_limit(Run& run, Compute& compute, const KernelUnderTest& k, KernelResult* out) {
   const MemKind kind = compute.kind();
   const bool gpu = kind == MemKind::device;
-  const size_t n = params, gsz = dtype_size(grad);
-  const bool adam = opt.kind == Optimizer::adam;
-  const size_t footprint = n * footprint_per_param(opt.kind, grad);
+  const size_t footprint = k.footprint_bytes;
   const std::vector<Pattern> patterns = bandwidth_patterns(gpu);
-  // Every probe uses the first k of four arrays, footprint / k bytes of each: one
+  // Every probe uses the first p of four arrays, footprint / p bytes of each: one
   // allocation of twice the footprint serves them all (see StaggeredArrays for the layout).
   const size_t probe_bytes = (footprint / 2 + 63) / 64 * 64;
-  enum { kGrad, kMaster, kM, kV, kWeights };
-  StaggeredArrays a, probe;
-  ZB_RETURN_IF_ERROR(a.allocate(kind, {n * gsz, n * 4, n * 4, adam ? n * 4 : 0, n * 2}));
+  StaggeredArrays probe;
   ZB_RETURN_IF_ERROR(probe.allocate(kind, {probe_bytes, probe_bytes, probe_bytes, probe_bytes}));
-  void* g = a.as<void>(kGrad);
-  float *master = a.as<float>(kMaster), *m = a.as<float>(kM), *v = adam ? a.as<float>(kV) : nullptr;
-  Bf16* w = a.as<Bf16>(kWeights);
   float* arrays[4] = {probe.as<float>(0), probe.as<float>(1), probe.as<float>(2), probe.as<float>(3)};
   // Every page is written before it is timed: an untouched page reads as the shared zero page,
   // which is cached and would flatter whichever side read it.
-  ZB_RETURN_IF_ERROR(compute.init_weights(master, w, n, 0));
-  ZB_RETURN_IF_ERROR(compute.zero(m, n * 4));
-  if (adam) ZB_RETURN_IF_ERROR(compute.zero(v, n * 4));
-  ZB_RETURN_IF_ERROR(compute.synthetic_grad(w, g, grad, n, 0, 0, 1, 1));
   for (float* p : arrays) ZB_RETURN_IF_ERROR(compute.zero(p, probe_bytes));
   ZB_RETURN_IF_ERROR(compute.synchronize());
 
-  int64_t step = 0;
-  auto update = [&]() -> Status {
-    ZB_RETURN_IF_ERROR(compute.update(opt, g, grad, master, m, v, w, n, ++step, 1.0f));
-    return compute.synchronize();
-  };
   const int threads = run.driver().cpu_threads_per_rank();  // as main created `compute` with
   auto elements = [&](Pattern p) { return footprint / size_t(pattern_arrays(p)) / 4; };
   auto probe_run = [&](Pattern p) {
@@ -67,21 +49,21 @@ Status kernel_benchmark(Run& run, Compute& compute, const OptimizerConfig& opt, 
       return Status::ok();
     };
   };
-  // Google Benchmark's time is the update alone. The ratio comes from a second loop that
-  // alternates the update and every probe round by round, so a slow spell of a shared
+  // Google Benchmark's time is the kernel alone. The ratio comes from a second loop that
+  // alternates the kernel and every probe round by round, so a slow spell of a shared
   // machine lands on all alike. Medians rather than STREAM's best round: on a shared VM the
   // best round says more about what the neighbours were doing at that instant than about
   // the memory.
   Timing tk;
-  ZB_RETURN_IF_ERROR(run.per_iteration(update, &tk));
+  ZB_RETURN_IF_ERROR(run.per_iteration(k.call, &tk));
   run.report(tk);
-  std::vector<Run::Variant> variants{{nullptr, update, nullptr}};
+  std::vector<Run::Variant> variants{{nullptr, k.call, nullptr}};
   for (Pattern p : patterns) variants.push_back({nullptr, probe_run(p), nullptr});
   std::vector<Timing> paired;
   ZB_RETURN_IF_ERROR(run.interleaved(variants, &paired));
+  const double n = double(k.elements);
   out->kernel_s = paired[0].median_s;
-  const size_t model = update_bytes_per_param(opt.kind, grad);
-  out->gbps = double(model) * double(n) / out->kernel_s / 1e9;
+  out->gbps = k.bytes_per_element * n / out->kernel_s / 1e9;
   for (size_t i = 0; i < patterns.size(); ++i) {
     Pattern p = patterns[i];
     double gbps = double(pattern_bytes_per_element(p)) * double(elements(p)) / paired[i + 1].median_s / 1e9;
@@ -89,18 +71,47 @@ Status kernel_benchmark(Run& run, Compute& compute, const OptimizerConfig& opt, 
     if (gbps > out->limit_gbps) out->limit_gbps = gbps, out->limit_pattern = pattern_name(p);
   }
   out->frac = out->gbps / out->limit_gbps;
-  out->params_per_s = double(n) / out->kernel_s;
+  out->params_per_s = n / out->kernel_s;
   run.state().SetLabel("limit: " + out->limit_pattern);
   run.counter("ranks", run.driver().size());
   run.counter("threads", gpu ? 0 : threads);
-  run.counter("params", double(n));
-  run.counter("bytes_per_param_moved", double(model));
+  run.counter("params", n);
+  run.counter("bytes_per_param_moved", k.bytes_per_element);
   run.counter("kernel_s", out->kernel_s);
   run.counter("params_per_s", out->params_per_s);
   run.counter("GBps", out->gbps);
   run.counter("limit_GBps", out->limit_gbps);
   run.counter("frac_of_limit", out->frac);
   return Status::ok();
+}
+
+Status kernel_benchmark(Run& run, Compute& compute, const OptimizerConfig& opt, DType grad,
+                        uint64_t params, KernelResult* out) {
+  const MemKind kind = compute.kind();
+  const size_t n = params, gsz = dtype_size(grad);
+  const bool adam = opt.kind == Optimizer::adam;
+  enum { kGrad, kMaster, kM, kV, kWeights };
+  StaggeredArrays a;
+  ZB_RETURN_IF_ERROR(a.allocate(kind, {n * gsz, n * 4, n * 4, adam ? n * 4 : 0, n * 2}));
+  void* g = a.as<void>(kGrad);
+  float *master = a.as<float>(kMaster), *m = a.as<float>(kM), *v = adam ? a.as<float>(kV) : nullptr;
+  Bf16* w = a.as<Bf16>(kWeights);
+  ZB_RETURN_IF_ERROR(compute.init_weights(master, w, n, 0));
+  ZB_RETURN_IF_ERROR(compute.zero(m, n * 4));
+  if (adam) ZB_RETURN_IF_ERROR(compute.zero(v, n * 4));
+  ZB_RETURN_IF_ERROR(compute.synthetic_grad(w, g, grad, n, 0, 0, 1, 1));
+  ZB_RETURN_IF_ERROR(compute.synchronize());
+
+  int64_t step = 0;
+  KernelUnderTest k;
+  k.call = [&]() -> Status {
+    ZB_RETURN_IF_ERROR(compute.update(opt, g, grad, master, m, v, w, n, ++step, 1.0f));
+    return compute.synchronize();
+  };
+  k.elements = params;
+  k.footprint_bytes = n * footprint_per_param(opt.kind, grad);
+  k.bytes_per_element = double(update_bytes_per_param(opt.kind, grad));
+  return kernel_against_limit(run, compute, k, out);
 }
 
 }  // namespace zb

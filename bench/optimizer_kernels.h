@@ -1,8 +1,9 @@
-// zb_optimizer's kernel benchmark: one update kernel against the fastest bandwidth probe of
-// the same memory, both measured in the same run.
+// zb_optimizer's kernel benchmark: one kernel (an optimizer update, a quantization) against the
+// fastest bandwidth probe of the same memory, both measured in the same run.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "harness/compute/compute.h"
@@ -11,11 +12,29 @@
 namespace zb {
 
 struct KernelResult {
-  double kernel_s = 0;  // median update of the alternating rounds
+  double kernel_s = 0;  // median call of the alternating rounds
   double gbps = 0, limit_gbps = 0, frac = 0, params_per_s = 0;
   std::string limit_pattern;
 };
 
+// A kernel as the limit sees it: one call, complete when it returns (synchronized on a GPU),
+// over `elements` elements; the bytes of the arrays it touches (the probes' arrays are as large
+// in total, so both meet the same caches and the same memory), and its byte model, the bytes
+// per element its GB/s counts.
+struct KernelUnderTest {
+  std::function<Status()> call;
+  uint64_t elements = 0;
+  size_t footprint_bytes = 0;
+  double bytes_per_element = 0;
+};
+
+// Times `k` (Google Benchmark's time), then `k` and every bandwidth probe alternating round by
+// round, and reports GB/s by the byte model against the best probe. Counters: params (the
+// elements), bytes_per_param_moved, kernel_s, params_per_s, GBps, limit_GBps, frac_of_limit,
+// each probe's <pattern>_GBps, ranks and threads.
+Status kernel_against_limit(Run& run, Compute& compute, const KernelUnderTest& k, KernelResult* out);
+
+// One optimizer update over `params` elements against the limit.
 Status kernel_benchmark(Run& run, Compute& compute, const OptimizerConfig& opt, DType grad,
                         uint64_t params, KernelResult* out);
 

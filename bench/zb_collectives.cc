@@ -1,6 +1,6 @@
-// zb_collectives: all_reduce, reduce_scatter and all_gather over a size sweep, checked
-// element by element, held against the bare library call, with bus bandwidth and wire bytes
-// by the ring formula and measured.
+// zb_collectives: all_reduce, reduce_scatter, all_gather (and all_to_all on request) over a
+// size sweep, checked element by element, held against the bare library call, with bus
+// bandwidth and wire bytes by the ring formula and measured.
 #include <cstdio>
 
 #include "bench/collectives_bench.h"
@@ -53,8 +53,9 @@ int main(int argc, char** argv) {
                     "busbw, correctness, and wire bytes by the ring formula and measured.");
   Options opt;
   auto& f = driver.flags();
-  f.add_list("ops", &opt.ops, "collectives to run; hier_all_reduce: reduce-scatter within each node, "
-             "all-reduce across nodes, all-gather within the node", zb::coll_op_choices());
+  f.add_list("ops", &opt.ops, "collectives to run; all_to_all: every rank a block to every rank (MPI_Alltoall, "
+             "NCCL send/receive pairs); hier_all_reduce: reduce-scatter within each node, all-reduce across "
+             "nodes, all-gather within the node", zb::coll_op_choices());
   f.add_bytes("min-bytes", &opt.min_bytes, "smallest full buffer (K, M, G suffixes)", 1);
   f.add_bytes("max-bytes", &opt.max_bytes, "largest full buffer", 1);
   f.add_double("step-factor", &opt.step_factor, "size multiplier between steps", 1.0, 1024);

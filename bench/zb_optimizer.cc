@@ -5,6 +5,7 @@
 
 #include "bench/optimizer_kernels.h"
 #include "bench/optimizer_step.h"
+#include "bench/quantize_kernels.h"
 #include "harness/driver/driver.h"
 #include "harness/driver/sweep.h"
 #include "harness/driver/table.h"
@@ -75,7 +76,8 @@ int main(int argc, char** argv) {
   Options opt;
   auto& f = driver.flags();
   f.add_list("parts", &opt.parts, "kernels: update kernels against the copy limit; step: the optimizer "
-             "step per stage", {"kernels", "step"});
+             "step per stage; quantize: the quantization kernels (INT8, INT4, FP8, qgZ's reduction) "
+             "against the same limit, over --grad-dtype", {"kernels", "step", "quantize"});
   f.add_list("kernels", &opt.kernels, "optimizers, in the kernel benchmarks and in the step",
              zb::optimizer_choices());
   f.add_list("grad-dtype", &opt.grads, "gradient dtypes", zb::dtype_choices());
@@ -134,6 +136,10 @@ int main(int argc, char** argv) {
                        return zb::Status::ok();
                      });
         }
+  std::vector<zb::QuantRow> quant_rows;
+  if (wanted(opt.parts, "quantize"))
+    zb::add_quant_benchmarks(driver, *compute, zb::size_sweep(opt.min_params, opt.max_params, opt.step_factor),
+                             opt.grads, impl, &quant_rows);
   if (wanted(opt.parts, "step"))
     for (zb::Optimizer kind : opt.kernels)
       for (zb::DType grad : opt.grads)
@@ -161,6 +167,7 @@ int main(int argc, char** argv) {
         }
 
   code = driver.run();
+  if (driver.root()) zb::print_quant_table(quant_rows, impl);
   if (driver.root() && (!kernel_rows.empty() || !step_rows.empty())) {
     std::printf("\n# zb_optimizer: %d ranks, backend %s, %s kernels, %d CPU threads per rank\n", comm.size(),
                 zb::backend_name(comm.backend()), impl, driver.cpu_threads_per_rank());

@@ -50,7 +50,8 @@ Status Communicator::timeout_error(const std::string& what) const {
 
 Status Communicator::submit(Coll op, const void* send, void* recv, size_t count, DType dtype,
                             Group group) {
-  // `count` is per-rank for reduce-scatter and all-gather; the log holds the full buffer.
+  // `count` is per-rank for reduce-scatter, all-gather and all-to-all; the log holds the full
+  // buffer.
   const int n = group_size(group);
   size_t full = op == Coll::all_reduce ? count : count * size_t(n);
   CollRecord rec{op, full, dtype};
@@ -75,6 +76,11 @@ Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_co
 }
 Status Communicator::all_gather(const void* send, void* recv, size_t send_count, DType dtype, Group group) {
   return submit(Coll::all_gather, send, recv, send_count, dtype, group);
+}
+
+Status Communicator::all_to_all(const void* send, void* recv, size_t block_count, DType dtype,
+                                Group group) {
+  return submit(Coll::all_to_all, send, recv, block_count, dtype, group);
 }
 
 Status Communicator::synchronize() {

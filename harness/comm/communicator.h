@@ -48,10 +48,13 @@ struct FaultPlan {
 // GPU backends ignore it: the GPU is the progress engine.
 enum class Progress { thread, caller };
 
-// Counts for the three collectives (all in elements):
+// Counts for the four collectives (all in elements):
 //   all_reduce:     `count` in, `count` out.
 //   reduce_scatter: `send` holds size() * recv_count; each rank keeps its recv_count block.
 //   all_gather:     each rank gives send_count; `recv` holds size() * send_count.
+//   all_to_all:     `send` and `recv` hold size() * block_count each: block p of `send` goes
+//                   to rank p, block p of `recv` comes from rank p. Out of place only (NCCL's
+//                   send/receive pairs cannot work in place): the buffers must not overlap.
 // Each runs over a Group (default the world): size() and rank() are then the group's own,
 // group_size() and group_rank(); blocks are in the group's rank order. All groups share one
 // stream, so collectives over different groups complete in the order they were issued.
@@ -75,6 +78,8 @@ class Communicator {
   Status reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
                         Group group = Group::world);
   Status all_gather(const void* send, void* recv, size_t send_count, DType dtype, Group group = Group::world);
+  Status all_to_all(const void* send, void* recv, size_t block_count, DType dtype,
+                    Group group = Group::world);
   // Blocks until every rank arrives; ordered after all collectives issued before it.
   virtual Status barrier() = 0;
 

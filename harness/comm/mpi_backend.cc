@@ -72,6 +72,9 @@ class MpiCalls {
         ZB_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : send, n, type, recv, n, type, comm_));
         break;
       }
+      case Coll::all_to_all:
+        ZB_MPI_CHECK(MPI_Alltoall(send, n, type, recv, n, type, comm_));
+        break;
     }
     return Status::ok();
   }

@@ -154,6 +154,18 @@ class NcclCommunicator final : public Communicator {
       case Coll::all_gather:
         ZB_NCCL_CHECK(ncclAllGather(send, recv, count / n, t, comm, stream_));
         break;
+      case Coll::all_to_all: {
+        // NCCL has no all-to-all call: a send and a receive per peer, grouped so that NCCL
+        // runs them as one operation (nccl-tests' alltoall does the same).
+        const size_t block = count / n, step = block * dtype_size(dtype);
+        ZB_NCCL_CHECK(ncclGroupStart());
+        for (size_t p = 0; p < n; ++p) {
+          ZB_NCCL_CHECK(ncclSend(static_cast<const char*>(send) + p * step, block, t, int(p), comm, stream_));
+          ZB_NCCL_CHECK(ncclRecv(static_cast<char*>(recv) + p * step, block, t, int(p), comm, stream_));
+        }
+        ZB_NCCL_CHECK(ncclGroupEnd());
+        break;
+      }
     }
     return Status::ok();
   }

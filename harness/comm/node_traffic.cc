@@ -12,6 +12,13 @@ NodeBytes ring_node_bytes(const CollRecord& rec, const Topology& topo) {
   NodeBytes out;
   const int n = int(ring.size());
   if (n < 2) return out;
+  if (rec.op == Coll::all_to_all) {
+    // No ring: each other member gets its own block straight from this rank.
+    const double block = double(rec.bytes()) / n;
+    for (int peer : ring)
+      if (peer != topo.rank) (topo.node_of[size_t(peer)] != topo.node ? out.inter : out.intra) += block;
+    return out;
+  }
   size_t at = size_t(std::find(ring.begin(), ring.end(), topo.rank) - ring.begin());
   int next = ring[(at + 1) % size_t(n)];
   double sent = ideal_wire_bytes(rec.op, rec.bytes(), n);

@@ -15,6 +15,8 @@ namespace zb {
 // on its own (intra). A ring over n ranks sends each pass's (n-1)/n to the next rank, so a
 // node's inter bytes are its ranks' sends whose next rank is elsewhere: for the world's ring
 // with nodes holding consecutive ranks, one rank per node; in a cross-node group, every rank.
+// An all-to-all sends every other member its block directly: a block per member elsewhere is
+// inter, a block per other member of its own node intra.
 struct NodeBytes {
   double inter = 0, intra = 0;
 };

@@ -8,17 +8,22 @@
 
 namespace zb {
 
+namespace {
+constexpr Coll kAllColls[] = {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather, Coll::all_to_all};
+}  // namespace
+
 const char* coll_name(Coll op) {
   switch (op) {
     case Coll::all_reduce: return "all_reduce";
     case Coll::reduce_scatter: return "reduce_scatter";
     case Coll::all_gather: return "all_gather";
+    case Coll::all_to_all: return "all_to_all";
   }
   return "?";
 }
 
 bool parse_coll(const std::string& text, Coll* out) {
-  for (Coll c : {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather})
+  for (Coll c : kAllColls)
     if (text == coll_name(c)) {
       *out = c;
       return true;
@@ -47,7 +52,7 @@ std::string collective_label(const CollRecord& rec) {
 
 std::vector<std::pair<std::string, Coll>> coll_choices() {
   std::vector<std::pair<std::string, Coll>> out;
-  for (Coll c : {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather}) out.push_back({coll_name(c), c});
+  for (Coll c : kAllColls) out.push_back({coll_name(c), c});
   return out;
 }
 

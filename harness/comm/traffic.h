@@ -15,7 +15,7 @@
 
 namespace zb {
 
-enum class Coll { all_reduce, reduce_scatter, all_gather };
+enum class Coll { all_reduce, reduce_scatter, all_gather, all_to_all };
 const char* coll_name(Coll op);
 bool parse_coll(const std::string& text, Coll* out);
 std::vector<std::pair<std::string, Coll>> coll_choices();  // every op by name, for flags
@@ -26,7 +26,8 @@ enum class Group { world, node, cross };
 const char* group_name(Group group);
 
 // One collective as issued. `count` is the full buffer in elements: the all-reduce's
-// vector, the reduce-scatter's input, the all-gather's output (the nccl-tests convention).
+// vector, the reduce-scatter's input, the all-gather's output, the all-to-all's send buffer
+// (which its receive buffer equals) (the nccl-tests convention).
 struct CollRecord {
   Coll op;
   uint64_t count;
@@ -46,10 +47,13 @@ std::string collective_label(const CollRecord& rec);
 
 // nccl-tests' bus-bandwidth factors: 2(N-1)/N for all-reduce, (N-1)/N for the others.
 double busbw_factor(Coll op, int ranks);
-// Bytes one rank sends under a ring algorithm: busbw_factor x full buffer bytes.
+// Bytes one rank sends under a ring algorithm: busbw_factor x full buffer bytes. The
+// all-to-all sends each other rank its block directly, (N-1)/N of the buffer too.
 double ideal_wire_bytes(Coll op, uint64_t bytes, int ranks);
 // Elements of the full vector a collective counts for, the way the ZeRO paper counts
-// volume: an all-reduce is a reduce-scatter plus an all-gather, so it counts twice.
+// volume: an all-reduce is a reduce-scatter plus an all-gather, so it counts twice. An
+// all-to-all counts once, as the reduce-scatter it stands in for in qgZ: each rank sends the
+// same (N-1)/N of its buffer.
 double volume_elements(const CollRecord& rec);
 
 // Appended by the issuing thread, measurements filled in by the communication thread.

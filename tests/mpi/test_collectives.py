@@ -1,4 +1,5 @@
-"""zb_collectives at 2, 3 and 4 ranks: correctness, counters, measured wire bytes, faults."""
+"""zb_collectives at 2, 3 and 4 ranks: correctness, counters, measured wire bytes, faults, for
+every op including the all-to-all, which runs only when asked for."""
 
 import os
 import subprocess
@@ -9,7 +10,9 @@ from zbrun import TCP_RING, bad_flag_failures, benchmarks, is_nan, mpirun, run_j
 
 COUNTERS = ["ranks", "bytes", "algbw_GBps", "busbw_GBps", "wrong", "wire_bytes_formula",
             "wire_bytes_measured"]
-OPS = ["all_reduce", "reduce_scatter", "all_gather"]
+OPS = ["all_reduce", "reduce_scatter", "all_gather"]  # the default --ops
+ALL_OPS = [*OPS, "all_to_all"]
+EVERY_OP = "--ops=" + ",".join(ALL_OPS)
 
 
 @pytest.mark.parametrize("np", [2, 3, 4])
@@ -20,9 +23,9 @@ def test_every_op_correct_at_odd_counts(np, dtype, elem):
     for count in (7, 1001):
         data, proc = run_json(np, "zb_collectives",
                               [f"--min-bytes={count * elem}", f"--max-bytes={count * elem}",
-                               f"--dtype={dtype}", "--iters=2", "--warmup=1"])
+                               f"--dtype={dtype}", "--iters=2", "--warmup=1", EVERY_OP])
         runs = benchmarks(data)
-        assert len(runs) == 3, proc.stdout
+        assert len(runs) == 4, proc.stdout
         for name, b in runs.items():
             op = name.split("/")[0]
             assert b["wrong"] == 0, name
@@ -38,9 +41,9 @@ def test_every_op_correct_at_odd_counts(np, dtype, elem):
 
 def test_json_counters_and_busbw_factors():
     data, _ = run_json(3, "zb_collectives", ["--min-bytes=64K", "--max-bytes=256K",
-                                            "--step-factor=4", "--iters=2", "--warmup=0"])
+                                            "--step-factor=4", "--iters=2", "--warmup=0", EVERY_OP])
     runs = benchmarks(data)
-    assert len(runs) == 6
+    assert len(runs) == 8
     for name, b in runs.items():
         op = name.split("/")[0]
         factor = 2 * 2 / 3 if op == "all_reduce" else 2 / 3
@@ -58,13 +61,18 @@ def test_json_counters_and_busbw_factors():
         assert data["context"]["git_revision"].removesuffix("-dirty") == head.stdout.strip()
 
 
+# Open MPI's pairwise all-to-all: each rank sends each other rank its block, nothing more. (Its
+# Bruck algorithm, for small blocks, relays blocks and sends more.)
+PAIRWISE = ["--mca", "coll_tuned_alltoall_algorithm", "2"]
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
 def test_measured_wire_bytes_match_ring_ideal_over_tcp(dtype):
     data, proc = run_json(4, "zb_collectives",
                           ["--min-bytes=4M", "--max-bytes=8M", "--iters=2", "--warmup=1",
-                           f"--dtype={dtype}"], mca=TCP_RING)
+                           f"--dtype={dtype}", EVERY_OP], mca=TCP_RING + PAIRWISE)
     runs = benchmarks(data)
-    assert {n.split("/")[0] for n in runs} == set(OPS)
+    assert {n.split("/")[0] for n in runs} == set(ALL_OPS)
     for name, b in runs.items():
         assert b["bytes"] >= 4 << 20
         assert not is_nan(b["wire_bytes_measured"]), name
@@ -93,6 +101,19 @@ def test_corrupted_input_is_counted_wrong_and_fails():
     b = benchmarks(data)["all_reduce/bytes:4096/dtype:bf16"]
     assert b["wrong"] >= 1
     assert "wrong" in proc.stderr
+
+
+@pytest.mark.parametrize("np,corrupt", [(2, 0), (2, 1), (3, 2)])
+def test_all_to_all_counts_a_corrupted_block_element(np, corrupt):
+    # The corrupted element is the middle one of the sender's buffer, in the block for rank 1:
+    # another rank's (it crosses the wire), or at 2 ranks from rank 1 its own (a local copy).
+    # Exactly that element arrives wrong.
+    data, proc = run_json(np, "zb_collectives", ["--ops=all_to_all", "--min-bytes=4K", "--max-bytes=4K",
+                                                "--iters=2", f"--fault-corrupt={corrupt}"], expect_rc=1)
+    padded = -(-2048 // np) * np
+    b = benchmarks(data)[f"all_to_all/bytes:{padded * 2}/dtype:bf16"]
+    assert b["wrong"] == 1, proc.stdout
+    assert "wrong elements" in proc.stderr
 
 
 @pytest.mark.parametrize("np", [2, 3])
@@ -141,7 +162,7 @@ def test_a_bad_flag_under_mpirun_is_one_line_from_one_rank():
     assert "all_reduce/" not in proc.stdout  # no benchmark ran
 
 
-BAD = [["--ops=all_to_all"], ["--dtype=fp16"], ["--min-bytes=0"], ["--min-bytes=4Q"],
+BAD = [["--ops=alltoall"], ["--dtype=fp16"], ["--min-bytes=0"], ["--min-bytes=4Q"],
        ["--step-factor=0.5"], ["--iters=0"], ["--timeout=-1"], ["--backend=gloo"],
        ["--min-bytes=8K", "--max-bytes=4K"], ["--fault-skip=x"], ["--frobnicate"], ["extra"],
        (["--benchmark_nonsense=1"], "--benchmark_nonsense"), ["--timing=median"], ["--progress=none"],
@@ -175,9 +196,9 @@ def test_collectives_over_node_and_cross_groups_are_correct_and_named():
     # its own ranks' patterns, and the name says which group.
     data, proc = run_json(4, "zb_collectives", ["--ranks-per-node=2", "--groups=world,node,cross",
                                                "--min-bytes=1001", "--max-bytes=1001", "--iters=2",
-                                               "--warmup=1"])
+                                               "--warmup=1", EVERY_OP])
     runs = benchmarks(data)
-    assert len(runs) == 9, proc.stdout
+    assert len(runs) == 12, proc.stdout
     for name, b in runs.items():
         assert b["wrong"] == 0, name
         group = name.split("/group:")[1] if "/group:" in name else "world"
@@ -187,3 +208,7 @@ def test_collectives_over_node_and_cross_groups_are_correct_and_named():
             assert b["inter_node_bytes_formula"] == 0, name
         if group == "cross":
             assert b["inter_node_bytes_formula"] == 2 * b["wire_bytes_formula"], name
+        # Over the world an all-to-all sends each rank of the other node a block and its own
+        # node's other rank one: twice as much leaves a node as stays in it.
+        if group == "world" and name.startswith("all_to_all"):
+            assert b["inter_node_bytes_formula"] == 2 * b["intra_node_bytes_formula"], name

@@ -1,5 +1,6 @@
 """zb_optimizer: the optimizer step of every stage at 2 and 4 ranks ends with the reference's
-state bit for bit; the kernel benchmarks report their counters; bad flags exit 2."""
+state bit for bit; the kernel and quantization benchmarks report their counters; bad flags
+exit 2."""
 import math
 
 import pytest
@@ -82,6 +83,45 @@ def test_kernel_benchmarks_report_bandwidth_against_the_fastest_probe():
         assert b["limit_GBps"] == max(probes), name
         assert b["label"] == "limit: " + ("copy", "copy_plain", "triad", "rmw")[probes.index(max(probes))]
     assert "limit GB/s" in proc.stdout
+
+
+def quant_bytes(kernel, fmt, elem, block, inputs):
+    """Bytes per element by the quantization kernels' model (kernels/quantize/quantize.h)."""
+    code = 0.5 if fmt == "int4" else 1.0
+    scale = 0.0 if fmt == "fp8" else 4 / block
+    if kernel == "quantize":
+        return 2 * elem + 1 if fmt == "fp8" else elem + code + scale
+    if kernel == "dequantize":
+        return code + scale + elem
+    return (inputs + 1) * (code + scale)
+
+
+@pytest.mark.parametrize("np", [1, 2])
+def test_quantization_kernels_report_bandwidth_against_the_fastest_probe(np):
+    data, proc = run_json(np, "zb_optimizer", ["--parts=quantize", "--min-params=65536",
+                                               "--max-params=65536", "--iters=2", "--warmup=1"])
+    rows = benchmarks(data)
+    # ZeRO++'s block of 4096 for INT8 (qwZ) and INT4 (qgZ); FP8 scales the whole tensor; the
+    # reduction sums 8 inputs.
+    formats = ["format:int8/block:4096", "format:int4/block:4096", "format:fp8"]
+    want = {f"{k}/params:65536/{f}/dtype:{d}/impl:cpu"
+            for k in ("quantize", "dequantize") for f in formats for d in GRADS}
+    want |= {f"reduce_requantize/params:65536/{f}/inputs:8/impl:cpu" for f in formats[:2]}
+    assert set(rows) == want, proc.stdout
+    for name, b in rows.items():
+        seg = segments(name)
+        elem = {"bf16": 2, "fp32": 4}.get(seg.get("dtype"), 0)
+        model = quant_bytes(seg["family"], seg["format"], elem, int(seg.get("block", 1)),
+                            int(seg.get("inputs", 0)))
+        assert b["ranks"] == np and b["params"] == 65536
+        assert b["bytes_per_param_moved"] == pytest.approx(model, rel=1e-12), name
+        for c in ("params_per_s", "GBps", "limit_GBps", "frac_of_limit"):
+            assert math.isfinite(b[c]) and b[c] > 0, (name, c)
+        assert b["GBps"] == pytest.approx(b["params"] * model / b["kernel_s"] / 1e9)
+        assert b["frac_of_limit"] == pytest.approx(b["GBps"] / b["limit_GBps"])
+        probes = [b[f"{p}_GBps"] for p in ("copy", "copy_plain", "triad", "rmw")]
+        assert b["limit_GBps"] == max(probes), name
+    assert "quantization kernels" in proc.stdout and "reduce_requantize" in proc.stdout
 
 
 BAD = [["--kernels=lamb"], ["--grad-dtype=fp16"], ["--stages=z4"], ["--parts=all"],

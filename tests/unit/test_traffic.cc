@@ -1,10 +1,12 @@
-// Bus-bandwidth factors, ideal wire bytes and volume accounting.
+// Bus-bandwidth factors, ideal wire bytes and volume accounting, the all-to-all's included.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <cstdio>
 
+#include "harness/comm/node_traffic.h"
+#include "harness/comm/topology.h"
 #include "harness/comm/traffic.h"
 
 using zb::Coll;
@@ -16,6 +18,10 @@ TEST(Traffic, BusbwFactorsAreNcclTests) {
   EXPECT_DOUBLE_EQ(zb::busbw_factor(Coll::all_reduce, 8), 1.75);
   EXPECT_DOUBLE_EQ(zb::busbw_factor(Coll::reduce_scatter, 4), 0.75);
   EXPECT_DOUBLE_EQ(zb::busbw_factor(Coll::all_gather, 3), 2.0 / 3.0);
+  // nccl-tests' alltoall: (N-1)/N, the share of its buffer a rank sends to the others.
+  EXPECT_DOUBLE_EQ(zb::busbw_factor(Coll::all_to_all, 4), 0.75);
+  EXPECT_DOUBLE_EQ(zb::busbw_factor(Coll::all_to_all, 8), 7.0 / 8.0);
+  EXPECT_DOUBLE_EQ(zb::busbw_factor(Coll::all_to_all, 1), 0.0);
 }
 
 TEST(Traffic, IdealWireBytesOfRing) {
@@ -23,6 +29,42 @@ TEST(Traffic, IdealWireBytesOfRing) {
   EXPECT_DOUBLE_EQ(zb::ideal_wire_bytes(Coll::all_reduce, 16u << 20, 4), 24.0 * (1 << 20));
   EXPECT_DOUBLE_EQ(zb::ideal_wire_bytes(Coll::reduce_scatter, 12, 3), 8.0);
   EXPECT_DOUBLE_EQ(zb::ideal_wire_bytes(Coll::all_gather, 1000, 1), 0.0);
+  // All-to-all of 12 bytes on 3 ranks: a 4-byte block to each of the 2 others.
+  EXPECT_DOUBLE_EQ(zb::ideal_wire_bytes(Coll::all_to_all, 12, 3), 8.0);
+}
+
+TEST(Traffic, AllToAllCountsOnceLikeTheReduceScatterItReplaces) {
+  zb::TrafficLog log;
+  zb::CollRecord rec{Coll::all_to_all, 100, zb::DType::f32};
+  rec.ranks = 4;
+  rec.wire_measured = 300;  // 3/4 of 400 bytes: 100 elements on the wire's terms
+  log.add(rec);
+  EXPECT_DOUBLE_EQ(log.volume_elements(), 100.0);
+  EXPECT_DOUBLE_EQ(log.ideal_wire_bytes(4), 300.0);
+  EXPECT_DOUBLE_EQ(log.measured_volume_elements(4), 100.0);
+  EXPECT_EQ(zb::collective_label(rec), "all_to_all 400 B (fp32)");
+}
+
+TEST(Traffic, AllToAllSendsEachPeerItsBlockAcrossOrWithinTheNode) {
+  // 4 ranks as 2 nodes of 2. Over the world, a rank sends its node's other rank one block and
+  // each rank of the other node one: 1 block intra, 2 inter. No ring: a ring would put all
+  // 3 blocks' worth on one link.
+  zb::Topology topo;
+  ASSERT_TRUE(zb::modelled_topology(4, 2, &topo));
+  for (int rank : {0, 2}) {
+    topo.rank = rank;
+    topo.node = topo.node_of[size_t(rank)];
+    zb::CollRecord rec{Coll::all_to_all, 400, zb::DType::f32};  // 1600 bytes: blocks of 400
+    zb::NodeBytes world = zb::ring_node_bytes(rec, topo);
+    EXPECT_DOUBLE_EQ(world.intra, 400.0);
+    EXPECT_DOUBLE_EQ(world.inter, 800.0);
+    rec.group = zb::Group::node;  // 2 ranks: 1600 bytes in blocks of 800, one to the other rank
+    EXPECT_DOUBLE_EQ(zb::ring_node_bytes(rec, topo).intra, 800.0);
+    EXPECT_DOUBLE_EQ(zb::ring_node_bytes(rec, topo).inter, 0.0);
+    rec.group = zb::Group::cross;
+    EXPECT_DOUBLE_EQ(zb::ring_node_bytes(rec, topo).inter, 800.0);
+    EXPECT_DOUBLE_EQ(zb::ring_node_bytes(rec, topo).intra, 0.0);
+  }
 }
 
 TEST(Traffic, LogCountsAllReduceTwice) {
@@ -53,4 +95,8 @@ TEST(Traffic, CollNames) {
   ASSERT_TRUE(zb::parse_coll("reduce_scatter", &c));
   EXPECT_EQ(c, Coll::reduce_scatter);
   EXPECT_FALSE(zb::parse_coll("allreduce", &c));
+  ASSERT_TRUE(zb::parse_coll("all_to_all", &c));
+  EXPECT_EQ(c, Coll::all_to_all);
+  EXPECT_STREQ(zb::coll_name(Coll::all_to_all), "all_to_all");
+  EXPECT_EQ(zb::coll_choices().size(), 4u);
 }
