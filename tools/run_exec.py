@@ -106,6 +106,7 @@ class Runner:
         counter = run_progress.RowCounter()
         self.progress.current = run.label
         start = time.monotonic()
+        Display.current.progress(self.progress.line(start - self.t0, 0.0), start - self.t0, self.progress)
         with open(logpath, "w", encoding="utf-8") as logf:
             try:
                 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
