@@ -43,7 +43,7 @@ class Display:
     current = None
 
     def __init__(self, stream, tty):
-        self.stream, self.tty, self.shown = stream, tty, False
+        self.stream, self.tty, self.shown, self.text = stream, tty, False, ""
 
     def say(self, text):
         if self.shown:
@@ -54,9 +54,10 @@ class Display:
 
     def progress(self, text, now_s, progress):
         if self.tty:
-            self.stream.write("\r\033[K" + text)
-            self.stream.flush()
-            self.shown = True
+            if not (self.shown and text == self.text):
+                self.stream.write("\r\033[K" + text)
+                self.stream.flush()
+            self.shown, self.text = True, text
         elif progress.due(now_s):
             self.say(f"[run_all {time.strftime('%H:%M:%S', time.gmtime())}] progress: {text}")
 
