@@ -118,7 +118,7 @@ class Runner:
             rc = self.stream(proc, logf, counter, start) if proc else 127
         seconds = round(time.monotonic() - start, 1)
         done = counter.done
-        if rc == 0 and done == 0:
+        if rc == 0 and self.table.cost.get(run.binary, {}).get("counted_at_exit"):
             done = p.benchmarks  # prints no Google Benchmark table (zb_plan): counted as it ends
         self.progress.done[run.label] = done
         self.progress.finished[run.label] = seconds

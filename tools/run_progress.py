@@ -10,6 +10,8 @@ PLAIN_EVERY_S = 10
 # A Google Benchmark console row: the name, then a time with its unit (or a percentage for the
 # _cv aggregate). A benchmark's rows (its repetitions, then its aggregates) come out together
 # once all its repetitions have run, so a new name is a benchmark done.
+# Ranks under Open MPI write to a pseudo-terminal, so Google Benchmark colours its rows.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ROW = re.compile(r"^(\S+?)(?:_mean|_median|_stddev|_cv)?\s+(?:-?\d[\d.e+-]*\s*(?:ns|us|ms|s)|-?\d[\d.]*\s*%)\s")
 
 
@@ -34,7 +36,7 @@ class RowCounter:
 
     def feed(self, line):
         """True when the line is the first row of a benchmark not seen before."""
-        m = ROW.match(line)
+        m = ROW.match(ANSI.sub("", line))
         if not m or m.group(1) in ("Benchmark", "-" * len(m.group(1))):
             return False
         if m.group(1) in self.names:
@@ -122,7 +124,7 @@ class Progress:
                 left += p.estimate_s
         est = sum(self._planned(k).estimate_s for k in self.finished)
         act = sum(self.finished.values())
-        ratio = min(max(act / est, 0.5), 3.0) if est > 0 and act > 0 else 1.0
+        ratio = min(max(act / est, 0.1), 50.0) if est > 0 and act > 0 else 1.0
         return left * ratio
 
     def line(self, elapsed_s, run_elapsed_s):

@@ -25,6 +25,8 @@ zero/stage:dp/params:2000000/manual_time_stddev 0.057 ms        0.007 ms        
 zero/stage:dp/params:2000000/manual_time_cv      1.10 %          0.14 %             2 wrong=0
 zero/stage:z1/params:2000000/manual_time          712 us          700 us            3 wrong=0
 plan/stage:z1                                    1.5e+03 ns      1.4e+03 ns         1
+\x1b[m\x1b[0;32mall_reduce/bytes:1024/manual_time     \x1b[m\x1b[0;33m      9529 us         3.28 us   \x1b[m\x1b[0;36m  2\x1b[m
+\x1b[m\x1b[0;32mall_reduce/bytes:1024/manual_time_cv  \x1b[m\x1b[0;33m      7.26 %         46.76 %    \x1b[m\x1b[0;36m  2\x1b[m
 
 # zb_zero: 2 ranks (1 node(s) x 2), uniform, Psi = 2000000
 stage   bytes/param formula   measured
@@ -35,9 +37,10 @@ dp      16.000                16.100
 def test_benchmarks_are_counted_once_each_from_the_console():
     c = RowCounter()
     firsts = [line for line in CONSOLE.splitlines() if c.feed(line)]
-    assert c.done == 3
-    assert [f.split()[0] for f in firsts] == ["zero/stage:dp/params:2000000/manual_time",
-                                              "zero/stage:z1/params:2000000/manual_time", "plan/stage:z1"]
+    assert c.done == 4
+    assert [f.split()[0] for f in firsts][:3] == ["zero/stage:dp/params:2000000/manual_time",
+                                                  "zero/stage:z1/params:2000000/manual_time", "plan/stage:z1"]
+    assert "all_reduce/bytes:1024/manual_time" in firsts[3]  # coloured, as ranks under mpirun print
 
 
 def planned():
