@@ -39,7 +39,10 @@ failed), 2 bad input or a revision that does not build. The worktrees live in a 
 folder removed on every exit.
 
 In CI (under 30 minutes on 2 cores, both builds included):
-  tools/ab.sh --pairs=6 --only=collectives,zero,predict,optimizer,plan BASE HEAD -- --quick
+  tools/ab.sh --pairs=6 --only=collectives,zero,predict,optimizer,pipeline,offload,plan \
+    BASE HEAD -- --quick
+(the plan says about 6.5 minutes of benchmarks; each run_all.sh call adds a second or two,
+ and the two builds most of the rest)
 USAGE
 }
 
