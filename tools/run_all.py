@@ -264,4 +264,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:  # ^C reaches the runs too (one process group); say so and stop
+        log("interrupted")
+        sys.exit(130)
