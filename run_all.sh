@@ -4,7 +4,7 @@
 # prints the plan and a progress line, and writes results/<UTC stamp>_<host>/ (see --help).
 set -uo pipefail
 root=$(cd "$(dirname "$0")" && pwd)
-cd "$root"
+cd "$root" || exit 1
 # The runner is Python (3.11 or newer, for tomllib): on a fresh machine it comes with the rest
 # of what zerobench needs.
 if ! python3 -c 'import tomllib' >/dev/null 2>&1; then
