@@ -226,6 +226,9 @@ def main(argv):
         f["model_s"] += round(p.estimate_s / ratios.get(p.family, 1.0), 2)
         f["actual_s"] += rec["seconds"]
         f["complete"] = f["complete"] and rec["status"] == "ok"
+    for f in fams.values():
+        for key in ("model_s", "estimate_s", "actual_s"):
+            f[key] = round(f[key], 2)
     fields = {
         "run_all": " ".join(["./run_all.sh"] + o.argv),
         "size": o.size,
