@@ -49,7 +49,7 @@ endmacro()
 # zb_find_nccl(PYTHON TOOLKIT_INCLUDE_DIRS TOOLKIT_LIBRARY_DIRS): NCCL_INCLUDE_DIR and
 # NCCL_LIBRARY given with -D win; otherwise the first of NCCL_HOME (variable or environment),
 # the CUDA toolkit's folders, /usr, and PYTHON's nvidia-nccl package. Both land in the cache
-# (plots/manifest.py and run_all.sh read them there); NCCL_SOURCE says where they came from,
+# (tools/run_manifest.py reads them there for the versions); NCCL_SOURCE says where they came from,
 # NCCL_VERSION what nccl.h says.
 macro(zb_find_nccl python toolkit_incdirs toolkit_libdirs)
   set(NCCL_SOURCE "")

@@ -19,8 +19,8 @@ its own binaries. plots/ab.py then writes OUT/ab.md and OUT/figures/ab_*.{png,pd
 options:
   --pairs=N          pairs of runs (default 8, at least 5; even, so each order runs as often)
   --out=DIR          where the runs, logs and report go (default results/ab_<stamp>_<host>)
-  --only=A,B         families, as run_all.sh --only names them (default all of them:
-                     collectives,zero,predict,sweep,optimizer,plan,pipeline,offload)
+  --only=A,B         families, as run_all.sh --only names them (default all of them; the
+                     names are tools/run_table.toml's: python3 tools/run_table.py families)
   --a-args=L=ARGS    extra arguments for A's run labelled L only (run_all.sh --extra-args);
   --b-args=L=ARGS    likewise for B, e.g. --b-args=collectives=--fault-slow=all_reduce:0.2
   --build=DIR        build folder inside each source tree (default build)
@@ -32,16 +32,28 @@ options:
   -h, --help         this text
 
 Options after -- go to every run_all.sh call (e.g. --quick --np=4 --repetitions=3); --out,
---only, --bin, --compare and --extra-args are ab.sh's own. Exit code: 0 no regression, 1 a
-regression (or a benchmark run that failed), 2 bad input or a revision that does not build.
-The worktrees live in a temporary folder removed on every exit.
+--only, --bin, --compare and --extra-args are ab.sh's own. Before anything is built, ab.sh
+prints run_all.sh's plan of one side's run with its estimate, and the whole: pairs x 2 sides
+(builds not counted). Exit code: 0 no regression, 1 a regression (or a benchmark run that
+failed), 2 bad input or a revision that does not build. The worktrees live in a temporary
+folder removed on every exit.
+
+In CI (under 30 minutes on 2 cores, both builds included):
+  tools/ab.sh --pairs=6 --only=collectives,zero,predict,optimizer,pipeline,offload,plan \
+    BASE HEAD -- --quick
+(the plan says about 6.5 minutes of benchmarks; each run_all.sh call adds a second or two,
+ and the two builds most of the rest)
 USAGE
 }
 
 die2() { echo "ab.sh: $*" >&2; exit 2; }
 log() { printf '[ab %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
-pairs=8 out="" only=collectives,zero,predict,sweep,optimizer,plan,pipeline,offload build=build cmake_opts=""
+# The families and run labels are the run table's.
+read -ra all_families <<<"$(python3 tools/run_table.py families)" && ((${#all_families[@]})) \
+  || die2 "cannot read the families of tools/run_table.toml (python3 tools/run_table.py check)"
+read -ra all_labels <<<"$(python3 tools/run_table.py labels)"
+pairs=8 out="" only=$(IFS=,; echo "${all_families[*]}") build=build cmake_opts=""
 revs=() pass=() a_args=() b_args=() ab_opts=()
 while (($#)); do
   arg=$1
@@ -74,14 +86,12 @@ done
 read -ra families <<<"${only//,/ }"
 ((${#families[@]})) || die2 "--only needs family names"
 for f in "${families[@]}"; do
-  [[ $f =~ ^(collectives|zero|predict|sweep|optimizer|plan|pipeline|offload)$ ]] \
-    || die2 "--only: unknown family '$f' (known: collectives zero predict sweep optimizer plan pipeline offload)"
+  [[ " ${all_families[*]} " == *" $f "* ]] || die2 "--only: unknown family '$f' (known: ${all_families[*]})"
 done
 for a in "${a_args[@]}" "${b_args[@]}"; do
   a=${a#--extra-args=}
-  labels="collectives zero_wire zero predict_sweep predict zero_sweep optimizer plan pipeline_wire pipeline pipeline_trace offload offload_sweep"
-  [[ $a == *=* && " $labels " == *" ${a%%=*} "* ]] \
-    || die2 "--a-args/--b-args take LABEL=ARGS with LABEL one of $labels, not '$a'"
+  [[ $a == *=* && " ${all_labels[*]} " == *" ${a%%=*} "* ]] \
+    || die2 "--a-args/--b-args take LABEL=ARGS with LABEL one of ${all_labels[*]}, not '$a'"
 done
 git rev-parse --git-dir >/dev/null 2>&1 || die2 "$root is not a git checkout"
 base_sha=$(git rev-parse --verify -q "${revs[0]}^{commit}") || die2 "BASE '${revs[0]}' is not a revision here"
@@ -89,6 +99,17 @@ head_sha=""
 if ((${#revs[@]} == 2)); then
   head_sha=$(git rev-parse --verify -q "${revs[1]}^{commit}") || die2 "HEAD '${revs[1]}' is not a revision here"
 fi
+
+# The plan of one side's run and the whole, before anything is built; it also checks the
+# options meant for run_all.sh.
+plan=$(python3 tools/run_all.py --plan --plan-runs=$((2 * pairs)) --only="$only" "${pass[@]}" 2>&1)
+case $? in
+  0) ;;
+  2) die2 "${plan#run_all.sh: } (an option after --)" ;;
+  *) die2 "cannot plan the runs: $(tail -n 1 <<<"$plan")" ;;
+esac
+echo "ab.sh: $pairs pairs x 2 sides of run_all.sh --only=$only ${pass[*]}" >&2
+echo "$plan" >&2
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out=${out:-results/ab_${stamp}_$(hostname -s 2>/dev/null || hostname)}

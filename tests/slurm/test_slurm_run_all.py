@@ -1,8 +1,11 @@
-"""./run_all.sh --quick inside a real Slurm allocation: a single-node Slurm (munged, slurmctld,
-slurmd with a generated configuration, in a network namespace of its own) is started by
-tests/slurm/local_slurm.sh, `salloc -n 2` runs the suite, and every benchmark must have run at
-the allocation's 2 ranks through srun with a PMI plugin that starts Open MPI (Slurm's default,
-none, cannot). Skipped with the reason where Slurm cannot be installed or started as root."""
+"""./run_all.sh inside a real Slurm allocation: a single-node Slurm (munged, slurmctld, slurmd with
+a generated configuration, in a network namespace of its own) is started by
+tests/slurm/local_slurm.sh, and `salloc -n 2` runs what proves the launcher path: one run of
+each launch kind (all ranks; the socket transport, whose settings srun passes in the
+environment) at the allocation's 2 ranks through srun with a PMI plugin that starts Open MPI
+(Slurm's default, none, cannot). The whole quick suite runs in tests/plots/test_quick_run.py,
+and the plugin probe's order in tests/tools/. Skipped with the reason where Slurm cannot be
+installed or started as root."""
 
 import json
 import os
@@ -11,16 +14,17 @@ import subprocess
 import pytest
 
 ROOT = os.environ.get("ZB_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("ZB_BIN") or os.path.join(ROOT, "build", "bin")
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "local_slurm.sh")
-RANKED = ("collectives", "zero_wire", "zero", "zero_sweep", "optimizer")
+RANKED = ("collectives", "zero_wire", "zero")  # ranks launch and wire launch
 
 
 @pytest.fixture
 def slurm(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("starting slurmctld, slurmd and munged needs root")
-    if not os.access(os.path.join(ROOT, "build", "bin", "zb_zero"), os.X_OK):
-        pytest.skip("build/bin lacks zb_zero: build first (tools/build.sh build)")
+    if not all(os.access(os.path.join(BIN, b), os.X_OK) for b in ("zb_zero", "zb_collectives")):
+        pytest.skip(f"{BIN} lacks zb_zero or zb_collectives: build first (tools/build.sh build)")
     where = str(tmp_path / "slurm")
     r = subprocess.run([HELPER, "up", where], capture_output=True, text=True, timeout=600)
     if r.returncode == 3:
@@ -30,11 +34,12 @@ def slurm(tmp_path):
     subprocess.run([HELPER, "down", where], capture_output=True, text=True, timeout=120)
 
 
-def test_run_all_quick_in_an_allocation_runs_every_benchmark_at_its_rank_count(slurm, tmp_path):
+def test_run_all_in_an_allocation_launches_every_kind_at_its_rank_count(slurm, tmp_path):
     out = tmp_path / "results"
     # One repetition: the rank count is the question here, not the spread of the timings.
     r = subprocess.run([HELPER, "exec", slurm, "--", "salloc", "-n", "2",
-                        os.path.join(ROOT, "run_all.sh"), "--quick", "--repetitions=1", f"--out={out}"],
+                        os.path.join(ROOT, "run_all.sh"), "--quick", "--repetitions=1", "--only=collectives,zero",
+                        "--no-figures", f"--bin={BIN}", f"--out={out}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     m = json.loads((out / "manifest.json").read_text())
@@ -44,9 +49,9 @@ def test_run_all_quick_in_an_allocation_runs_every_benchmark_at_its_rank_count(s
     assert m["slurm"]["pmi"] not in ("", "none"), m["slurm"]
     assert m["launcher"].startswith(f"srun --mpi={m['slurm']['pmi']} -n 2")
     runs = {x["name"]: x for x in m["runs"]}
+    assert sorted(runs) == sorted(RANKED)
+    assert runs["zero_wire"]["command"].startswith("env OMPI_MCA_btl=tcp,self ")
     for name in RANKED:
-        if name == "optimizer" and not os.access(os.path.join(ROOT, "build", "bin", "zb_optimizer"), os.X_OK):
-            continue
         assert runs[name]["status"] == "ok", runs[name]
         assert runs[name]["command"].startswith("srun") or " srun " in runs[name]["command"]
         doc = json.loads((out / f"{name}.json").read_text())

@@ -1,0 +1,171 @@
+"""How run_all.py launches: the hardware it sees, the backend the binaries resolve, the rank count,
+the launcher (srun under Slurm with a PMI plugin that starts a two-rank job, else mpirun), the
+socket transport's settings for measured volumes, and one run's command line."""
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+# Open MPI's tcp BTL with its ring algorithms, so measured bytes compare with the ring ideal.
+RING_MCA = [("btl", "tcp,self"), ("pml", "ob1"), ("coll_tuned_use_dynamic_rules", "1"),
+            ("coll_tuned_allreduce_algorithm", "4"), ("coll_tuned_reduce_scatter_algorithm", "3"),
+            ("coll_tuned_allgather_algorithm", "4")]
+NCCL_SOCKETS = [("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1"), ("NCCL_NET", "Socket")]
+
+
+class LaunchError(Exception):
+    """The suite cannot start here; one line."""
+
+
+def gpu_count():
+    if not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU "))
+
+
+def resolve_backend(asked, gpus, bin_dir):
+    """auto: mpi without a GPU; with one, what the binaries resolve --backend=auto to (nccl when
+    the build has CUDA), asked through --show-backend. (backend, how it was chosen)."""
+    if asked != "auto":
+        return asked, "--backend"
+    if gpus == 0:
+        return "mpi", "auto: no GPU visible"
+    probe = next((os.path.join(bin_dir, b) for b in ("zb_collectives", "zb_zero")
+                  if os.access(os.path.join(bin_dir, b), os.X_OK)), None)
+    if probe is None:
+        raise LaunchError(f"--backend=auto: no zb_collectives or zb_zero in {bin_dir} to ask; give --backend")
+    try:
+        r = subprocess.run([probe, "--show-backend"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise LaunchError(f"--backend=auto: {probe} --show-backend failed ({e}); give --backend") from None
+    word = r.stdout.strip()
+    if r.returncode != 0 or word not in ("mpi", "nccl"):
+        raise LaunchError(f"--backend=auto: {probe} --show-backend said {word or r.stderr.strip()[:80]!r} "
+                          f"(exit {r.returncode}); give --backend")
+    return word, f"auto: {os.path.basename(probe)} --show-backend"
+
+
+def slurm_active(env):
+    return bool(env.get("SLURM_JOB_ID")) and shutil.which("srun") is not None
+
+
+def rank_count(np, backend, gpus, cores, size, slurm, env):
+    """--np, else the Slurm allocation's tasks (or nodes x GPUs), else one per GPU, else 2 for
+    --quick (the baseline's rank count: exact metrics depend on N), else one per core, 2..8."""
+    if np:
+        return np
+    if slurm:
+        n = env.get("SLURM_NTASKS") or env.get("SLURM_NPROCS")
+        if n:
+            return int(n)
+        if backend == "nccl":
+            return int(env.get("SLURM_JOB_NUM_NODES") or 1) * max(gpus, 1)
+    if backend == "nccl":
+        return max(gpus, 1)
+    if size == "quick":
+        return 2
+    return min(max(cores, 2), 8)
+
+
+def srun_plugins(listing):
+    """Candidate PMI plugins from `srun --mpi=list`: pmix, then pmix_v*, then pmi2."""
+    names = []
+    for line in listing.splitlines():
+        m = re.match(r"^[ \t]+([a-z0-9_]+)$", line)
+        if m:
+            names.append(m.group(1))
+        if "pmix plugin versions available:" in line:
+            names += [x.strip() for x in line.split("available:", 1)[1].replace(",", " ").split()]
+    return ([p for p in names if p == "pmix"] + [p for p in names if p.startswith("pmix_v")]
+            + [p for p in names if p == "pmi2"])
+
+
+def probe_srun_plugin(bin_dir, np):
+    """Slurm's default MpiDefault=none cannot start Debian's Open MPI: the first listed plugin
+    with which a two-rank job really starts. (plugin, how it was chosen)."""
+    try:
+        listing = subprocess.run(["srun", "--mpi=list"], capture_output=True, text=True, timeout=60)
+        text = listing.stdout + listing.stderr
+    except (OSError, subprocess.SubprocessError):
+        text = ""
+    probe = os.path.join(bin_dir, "zb_collectives")
+    for p in srun_plugins(text):
+        if not os.access(probe, os.X_OK):
+            break
+        cmd = ["srun", f"--mpi={p}", "-n", str(min(np, 2)), probe, "--backend=mpi", "--ops=all_reduce",
+               "--min-bytes=1K", "--max-bytes=1K", "--iters=1", "--warmup=0", "--no-bare"]
+        try:
+            ok = subprocess.run(cmd, capture_output=True, timeout=120).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            ok = False
+        if ok:
+            return p, "first of srun --mpi=list that started a two-rank job"
+    return "none", "none of srun --mpi=list started a two-rank job"
+
+
+@dataclass
+class Launch:
+    """Everything a run's command line needs, decided once per suite."""
+    bin_dir: str
+    backend: str
+    ranks: int
+    launcher: list
+    slurm: bool = False
+    wire_env: list = field(default_factory=list)   # NAME=VALUE set for socket runs
+    wire_args: list = field(default_factory=list)  # launcher options for socket runs
+    wire_note: str = ""                            # why socket runs are skipped, when they are
+    env: dict = field(default_factory=dict)        # set for every run
+
+    def settings(self, launch):
+        """Algorithm settings a run was given on its command line (for the manifest)."""
+        if launch != "wire":
+            return ""
+        return " ".join(self.wire_env) or " ".join(self.wire_args)
+
+    def command(self, run, words, json_path, repetitions, extra):
+        """The whole command line of a run: launcher, binary, common flags, its words, extras."""
+        binary = os.path.join(self.bin_dir, run.binary)
+        own = [f"--json={json_path}"] if run.json else []
+        if run.launch == "single":
+            return [binary] + own + words + extra
+        reps = [f"--benchmark_repetitions={repetitions}"] if run.repetitions and repetitions > 1 else []
+        prefix, opts = [], []
+        if run.launch == "wire":
+            prefix = ["env"] + self.wire_env if self.wire_env else []
+            opts = self.wire_args
+        return (prefix + self.launcher + opts + [binary, f"--backend={self.backend}"] + own + reps + words
+                + extra)
+
+
+def make_launch(bin_dir, backend, ranks, cores, slurm, srun_mpi):
+    """The launcher and socket settings. CPU ranks are not bound to a core: a rank's compute
+    thread and its communication thread each need one."""
+    env = {}
+    if slurm:
+        launcher = ["srun", f"--mpi={srun_mpi}", "-n", str(ranks)]
+    else:
+        launcher = ["mpirun", "-np", str(ranks)]
+        if ranks > cores:
+            launcher.append("--oversubscribe")
+        if backend == "mpi":
+            launcher += ["--bind-to", "none"]
+        if os.geteuid() == 0:
+            env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    launch = Launch(bin_dir=bin_dir, backend=backend, ranks=ranks, launcher=launcher, slurm=slurm, env=env)
+    if ranks < 2:
+        launch.wire_note = "one rank moves nothing over a wire"
+    elif backend == "nccl":
+        launch.wire_env = [f"{k}={v}" for k, v in NCCL_SOCKETS]
+        if not slurm:  # mpirun passes its environment only to local ranks; -x exports it to every node
+            launch.wire_args = [w for k, _ in NCCL_SOCKETS for w in ("-x", k)]
+    elif slurm:
+        launch.wire_env = [f"OMPI_MCA_{k}={v}" for k, v in RING_MCA]
+    else:
+        launch.wire_args = [w for k, v in RING_MCA for w in ("--mca", k, v)]
+    return launch
