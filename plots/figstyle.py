@@ -30,8 +30,6 @@ LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2)), (0, (8
 BAR_FACES = ["0.85", "white", "0.55", "white", "0.35"]
 BAR_HATCHES = ["", "////", "", "xxxx", "...."]
 
-STAGE_ORDER = ["dp", "z1", "z2", "z3", "hsdp", "hpz"]
-
 
 class NoData(Exception):
     """The input holds nothing this figure can draw; the figure is skipped."""
@@ -54,9 +52,13 @@ def new_figure(height=HEIGHT_IN):
     return fig, ax
 
 
-def stage_rank(stage):
-    """Sort key putting the ZeRO stages in their natural order, unknown ones after."""
-    return (STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER), stage)
+def first_seen(stages):
+    """{stage: where the input first names it}: a sort key that keeps the results' own order,
+    which zbplot puts in the stage table's order when the file carries one."""
+    out = {}
+    for s in stages:
+        out.setdefault(s, len(out))
+    return out
 
 
 def finite(*values):
