@@ -219,7 +219,8 @@ def pipeline_section(results):
         mem = tp if tp is not None else wp
         vol = wp if wp is not None else tp
         rows.append([key[0], fmt(key[1], 0), fmt(value(mem, "bytes_per_param_formula")),
-                     fmt(value(mem, "bytes_per_param_measured")), fmt(value(mem, "grad_bytes_per_param_formula")),
+                     fmt(value(mem, "bytes_per_param_measured")),
+                     fmt(value(mem, "grad_bytes_per_param_formula")),
                      fmt(value(mem, "grad_bytes_per_param_measured")), fmt(value(vol, "volume_psi_formula"), 4),
                      fmt(value(vol, "volume_psi_measured"), 4), timed(tp, "step_s", ms),
                      timed(tp, "exposed_comm_s", ms), timed(tp, "tail_comm_s", ms),

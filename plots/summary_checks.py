@@ -117,7 +117,8 @@ def check_books(ctx, p, table):
     formula = p.value("volume_psi_formula")
     source = "`volume_psi_formula`"
     row = table.get(p.params.get("stage"))
-    if not _finite(formula) and row and p.value("nodes") == 1 and isinstance(row.get("volume_psi"), (int, float)):
+    one_node = p.value("nodes") == 1
+    if not _finite(formula) and row and one_node and isinstance(row.get("volume_psi"), (int, float)):
         # The table's volume is one node's: across nodes the node-aware stages add a pass.
         formula, source = float(row["volume_psi"]), "the stage table's volume_psi (one node)"
     pairs.append(("volume_psi_accounted", formula, source, "volume books"))
@@ -172,7 +173,8 @@ def _sweep_noise(results, ctx):
 def check_prediction(ctx, p, results):
     for error, predicted, measured, what in (
             ("comm_error", "comm_s_predicted", "comm_s_measured", "communication"),
-            ("exposed_error", "exposed_comm_s_predicted", "exposed_comm_s_measured", "exposed communication")):
+            ("exposed_error", "exposed_comm_s_predicted", "exposed_comm_s_measured",
+             "exposed communication")):
         e = p.value(error)
         if not _finite(e) or abs(e) <= tol.PREDICTION_REL:
             continue
@@ -186,7 +188,8 @@ def check_prediction(ctx, p, results):
             why = NO_CAUSE
         pm, mm = p.value(predicted), p.value(measured)
         times = f" ({pm * 1e3:.2f} ms predicted, {mm * 1e3:.2f} measured)" if _finite(pm, mm) else ""
-        yield (4, f"{what} predicted more than {tol.PREDICTION_REL:.0%} off (`{error}`)", _pct(e) + times, why)
+        yield (4, f"{what} predicted more than {tol.PREDICTION_REL:.0%} off (`{error}`)",
+               _pct(e) + times, why)
 
 
 def check_overhead(ctx, p):
@@ -195,7 +198,8 @@ def check_overhead(ctx, p):
         return
     repeat = p.value("bare_repeat_ratio")
     if "--progress=thread" in (ctx or {}).get("command_line", ""):
-        why = "each call is handed to the communication thread (--progress=thread), and ours includes the hand-off"
+        why = ("each call is handed to the communication thread (--progress=thread), and ours "
+               "includes the hand-off")
     elif _finite(repeat) and abs(repeat - 1) > tol.OVERHEAD_REL:
         why = (f"the bare call moved as much against itself in the same run (`bare_repeat_ratio` "
                f"beyond 1 ± {tol.OVERHEAD_REL:g}): this machine's noise")
@@ -275,7 +279,8 @@ def grouped(found):
 def _line(check, fname, reason, items, limit=None):
     shown = items if limit is None else items[:limit]
     names = ", ".join(f"{f.item} {f.value}".strip() for f in shown)
-    more = f" and {len(items) - len(shown)} more (see [Every check](#every-check))" if len(shown) < len(items) else ""
+    more = (f" and {len(items) - len(shown)} more (see [Every check](#every-check))"
+            if len(shown) < len(items) else "")
     return f"- **{check}** in {fname}: {names}{more}. Why: {reason}."
 
 
@@ -289,7 +294,8 @@ def first_screen_lines(found, budget):
     lines = [_line(c, fl, r, items, ITEMS_PER_LINE) for c, fl, r, items in shown]
     cut = cut or any(len(items) > ITEMS_PER_LINE for *_, items in shown)
     if len(groups) > len(shown):
-        lines.append(f"- And {len(groups) - len(shown)} more kinds of finding: see [Every check](#every-check) below.")
+        lines.append(f"- And {len(groups) - len(shown)} more kinds of finding: see "
+                     "[Every check](#every-check) below.")
     return lines, cut
 
 

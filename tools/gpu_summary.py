@@ -27,7 +27,8 @@ def runs_of(results, name):
     if not os.path.exists(path):
         raise gbjson.InputError(f"no {name}: its check failed or did not run")
     context, runs = gbjson.load_gb(path)
-    runs = stage_table.sorted_by_table(stage_table.parse(path, context), runs, lambda r: r.params.get("stage"))
+    runs = stage_table.sorted_by_table(stage_table.parse(path, context), runs,
+                                       lambda r: r.params.get("stage"))
     return [r for r in runs if r.run_type == "iteration"]
 
 

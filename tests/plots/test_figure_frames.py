@@ -23,7 +23,8 @@ def test_a_text_past_the_edge_is_named():
     assert figstyle.cut_texts(fig) == []
     fig.text(0.9, 0.5, "reaching past the right edge")
     ax.legend(["a legend above and far to the left"], loc="lower right", bbox_to_anchor=(-0.5, 1.0))
-    assert figstyle.cut_texts(fig) == ["'reaching past the right edge'", "'a legend above and far to the left'"]
+    assert figstyle.cut_texts(fig) == ["'reaching past the right edge'",
+                                       "'a legend above and far to the left'"]
 
 
 def drawn(folder):

@@ -19,7 +19,8 @@ def test_order_is_the_tables_then_the_files():
     assert stage_table.order(table, ["x", "a", None, "b", "x"]) == ["b", "a", "x"]
     assert stage_table.order(None, ["x", "a", "x"]) == ["x", "a"]
     items = [("a", 1), ("x", 2), ("b", 3), (None, 4)]
-    assert stage_table.sorted_by_table(table, items, lambda t: t[0]) == [("b", 3), ("a", 1), ("x", 2), (None, 4)]
+    assert stage_table.sorted_by_table(table, items, lambda t: t[0]) == [
+        ("b", 3), ("a", 1), ("x", 2), (None, 4)]
     assert stage_table.sorted_by_table(None, items, lambda t: t[0]) == items
 
 
@@ -57,7 +58,8 @@ def test_figures_follow_the_table_else_the_file(tmp_path):
     assert run_tool("zbplot.py", tmp_path).returncode == 0
     assert sweep_series(tmp_path) == ["z3", "z1"]
     # No table (an older file): the order the file names the stages in, z3 first here.
-    rows = [b for b in d["benchmarks"] if "z3" in b["name"]] + [b for b in d["benchmarks"] if "z1" in b["name"]]
+    rows = ([b for b in d["benchmarks"] if "z3" in b["name"]]
+            + [b for b in d["benchmarks"] if "z1" in b["name"]])
     write(tmp_path / "zero_sweep.json", doc(rows, table=False))
     assert run_tool("zbplot.py", tmp_path).returncode == 0
     assert sweep_series(tmp_path) == ["z3", "z1"]

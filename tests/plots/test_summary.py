@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from results_fixture import GIB, STAGE_TABLE, doc, manifest, predict, results_folder, row, run_tool, write, zero
+from results_fixture import (GIB, STAGE_TABLE, doc, manifest, predict, results_folder, row, run_tool,
+                             write, zero)
 
 LINES = 60
 
@@ -101,7 +102,8 @@ def test_a_benchmark_that_stopped_is_named_with_its_message(folder):
                                 error_occurred=True, error_message="out of memory"))
     write(folder / "zero.json", d)
     found = [c for c in checks(summarize(folder)) if "stopped with an error" in c]
-    assert found == ["- **a benchmark stopped with an error** in zero.json: hpz. Why: it said: out of memory."]
+    assert found == ["- **a benchmark stopped with an error** in zero.json: hpz. "
+                     "Why: it said: out of memory."]
 
 
 def test_many_findings_stay_within_the_first_screen(folder):
