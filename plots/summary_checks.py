@@ -39,6 +39,10 @@ def _pct(v):
     return f"{v * 100:+.1f}%"
 
 
+def _bound(v):
+    return "0%" if v == 0 else f"{v:+.0%}"
+
+
 def _rel(measured, reference):
     if reference == 0:
         return 0.0 if measured == 0 else math.copysign(math.inf, measured)
@@ -152,7 +156,7 @@ def check_links(ctx, p):
         why = _algorithms(ctx) if r > 0 else \
             "below the payload: the counter missed traffic, or the traffic took another path"
         yield (3, f"{what} bytes off the rings' books (`{measured}` against `{books}`, allowed "
-               f"{-tol.LINK_BELOW:+.0%} to {tol.LINK_ABOVE:+.0%})", _pct(r), why)
+               f"{_bound(-tol.LINK_BELOW)} to {_bound(tol.LINK_ABOVE)})", _pct(r), why)
 
 
 def _sweep_noise(results, ctx):
