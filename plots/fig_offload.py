@@ -75,7 +75,8 @@ def exposed(runs, outdir):
     else:
         axis_note = ""
     unit = fs.time_axis(ax.xaxis, xs)
-    ax.set_xlabel(f"compute per chunk ({unit}{axis_note}); dotted: hide condition")
+    # Two lines: on one, the label is wider than a column.
+    ax.set_xlabel(f"compute per chunk ({unit}{axis_note})\ndotted: hide condition")
     unit = fs.time_axis(ax.yaxis, ys)
     ax.set_ylabel(f"exposed copy time per step ({unit})")
     ax.set_ylim(bottom=0)

@@ -24,10 +24,10 @@ def memory(doc, outdir):
     if not rows:
         raise fs.NoData("no row with stage, dp and gb_per_gpu")
     split = [k for k in LAYOUT if len({r.get(k) for r in rows}) > 1]
-    series = {}
+    series, rank = {}, fs.first_seen(r["stage"] for r in rows)
     for r in rows:
         name = " ".join([r["stage"]] + [f"{k}:{r.get(k)}" for k in split])
-        series.setdefault((fs.stage_rank(r["stage"]), name), []).append(r)
+        series.setdefault((rank[r["stage"]], name), []).append(r)
 
     fig, ax = fs.new_figure()
     out, xs, ys = [], [], []

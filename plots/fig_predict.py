@@ -14,7 +14,8 @@ def predicted_vs_measured(runs, outdir):
               if fs.finite(p.value(pred), p.value(meas))]
     if not points:
         raise fs.NoData("no stage with a prediction and the measurement it was held against")
-    points.sort(key=lambda t: (fs.stage_rank(t[0].params["stage"]), t[3]))
+    rank = fs.first_seen(t[0].params["stage"] for t in points)
+    points.sort(key=lambda t: (rank[t[0].params["stage"]], t[3]))
     fig, ax = fs.new_figure()
     values, rows = [], []
     for i, (_, _, label) in enumerate(PAIRS):

@@ -18,10 +18,10 @@ def exposed_vs_ratio(runs, outdir):
     # The swept compute amount is the x axis, so it must not split the lines.
     keys = fs.varying(picks, exclude=[k for p in picks for k in p.params
                                       if k == "stage" or k.startswith("compute")])
-    series = {}
+    series, rank = {}, fs.first_seen(p.params["stage"] for p in picks)
     for p in picks:
         name = fs.label(p, keys, p.params["stage"])
-        series.setdefault((fs.stage_rank(p.params["stage"]), name), []).append(p)
+        series.setdefault((rank[p.params["stage"]], name), []).append(p)
 
     fig, ax = fs.new_figure()
     rows, xs, ys = [], [], []

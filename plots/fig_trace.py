@@ -101,6 +101,7 @@ def timeline(doc, outdir, stem="timeline"):
     handles = [mpatches.Patch(facecolor=look[k]["facecolors"], hatch=look[k]["hatch"],
                               edgecolor="black", linewidth=0.3, label=LEGEND[k])
                for k in ("compute", "comm", "wait", "other") if k in kinds]
+    # Three entries side by side are wider than one column: two per row above the plot.
     ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0),
-              ncol=len(handles), borderaxespad=0.2)
+              ncol=min(len(handles), 2), borderaxespad=0.2)
     return fs.save(fig, outdir, stem, ["pid", "tid", "track", "name", "ts_us", "dur_us"], rows)

@@ -12,7 +12,8 @@ def _stages(runs, *needed):
              if "stage" in p.params and fs.finite(*[p.value(m) for m in needed])]
     if not picks:
         raise fs.NoData(f"no stage benchmark with {', '.join(needed)}")
-    picks.sort(key=lambda p: (fs.stage_rank(p.params["stage"]), p.name))
+    rank = fs.first_seen(p.params["stage"] for p in picks)
+    picks.sort(key=lambda p: (rank[p.params["stage"]], p.name))
     keys = fs.varying(picks, exclude=("stage",))
     labels = [fs.label(p, keys, p.params["stage"]) for p in picks]
     return picks, labels

@@ -1,8 +1,10 @@
-"""Shared look of every figure (one column, greyscale-safe) and the PNG+PDF+CSV writer."""
+"""Shared look of every figure (one column, greyscale-safe) and the PNG+PDF+CSV writer, which
+says when a text reaches past the figure's edge."""
 
 import csv
 import math
 import os
+import sys
 
 import matplotlib
 
@@ -30,8 +32,6 @@ LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2)), (0, (8
 BAR_FACES = ["0.85", "white", "0.55", "white", "0.35"]
 BAR_HATCHES = ["", "////", "", "xxxx", "...."]
 
-STAGE_ORDER = ["dp", "z1", "z2", "z3", "hsdp", "hpz"]
-
 
 class NoData(Exception):
     """The input holds nothing this figure can draw; the figure is skipped."""
@@ -54,9 +54,13 @@ def new_figure(height=HEIGHT_IN):
     return fig, ax
 
 
-def stage_rank(stage):
-    """Sort key putting the ZeRO stages in their natural order, unknown ones after."""
-    return (STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER), stage)
+def first_seen(stages):
+    """{stage: where the input first names it}: a sort key that keeps the results' own order,
+    which zbplot puts in the stage table's order when the file carries one."""
+    out = {}
+    for s in stages:
+        out.setdefault(s, len(out))
+    return out
 
 
 def finite(*values):
@@ -145,15 +149,50 @@ def _cell(v):
     return str(v)
 
 
+def cut_texts(fig, renderer=None):
+    """The texts of a laid-out figure that reach past its edge, named by their text (or by
+    their axis, for tick labels); [] when everything fits in the frame. renderer: one that has
+    just drawn the figure; without it, the figure is drawn here."""
+    if renderer is None:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+    edge = fig.bbox
+
+    def past(box):  # one pixel of slack for rounding
+        return box is not None and (box.x0 < edge.x0 - 1 or box.y0 < edge.y0 - 1
+                                    or box.x1 > edge.x1 + 1 or box.y1 > edge.y1 + 1)
+    out = []
+    texts = list(fig.texts) + [t for leg in fig.legends for t in leg.get_texts()]
+    for ax in fig.axes:
+        texts += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label, *ax.texts]
+        if ax.get_legend() is not None:
+            texts += ax.get_legend().get_texts()
+        # Only the ticks drawn: the axis' tight box leaves out those beyond the view limits.
+        out += [f"{name} tick labels" for name, axis in (("x", ax.xaxis), ("y", ax.yaxis))
+                if axis.get_visible() and past(axis.get_tightbbox(renderer))
+                and not past(axis.label.get_window_extent(renderer))]
+    out += [repr(t.get_text()) for t in texts
+            if t.get_visible() and t.get_text().strip() and past(t.get_window_extent(renderer))]
+    return out
+
+
 def save(fig, outdir, stem, header, rows):
-    """Writes stem.png, stem.pdf and stem.csv (the numbers drawn); returns the paths."""
+    """Writes stem.png, stem.pdf and stem.csv (the numbers drawn); returns the paths. A text
+    past the figure's edge is drawn anyway and named on stderr: a figure to fix."""
     os.makedirs(outdir, exist_ok=True)
     fig.tight_layout(pad=0.3)
+    cut = []
+    # Measured while the PNG is drawn, at its resolution, rather than drawing once more.
+    listening = fig.canvas.mpl_connect("draw_event", lambda e: cut.extend(cut_texts(fig, e.renderer)))
     paths = []
     for ext in ("png", "pdf"):
         path = os.path.join(outdir, f"{stem}.{ext}")
         fig.savefig(path, dpi=300, metadata={"CreationDate": None} if ext == "pdf" else None)
+        fig.canvas.mpl_disconnect(listening)
         paths.append(path)
+    if cut:  # a save may draw more than once: each text named once
+        print(f"warning: figure {stem}: text past its edge: {', '.join(dict.fromkeys(cut))}",
+              file=sys.stderr)
     plt.close(fig)
     path = os.path.join(outdir, f"{stem}.csv")
     with open(path, "w", newline="", encoding="utf-8") as f:

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Writes RESULTS_DIR/summary.md: the article's table with the measured columns, peak busbw.
+"""Writes RESULTS_DIR/summary.md: first what each stage costs here and which to use, then the
+details: the article's table measured, predictions, collectives, sweeps, plan, pipeline, offload.
 
-Only selects and formats values the C++ benchmarks wrote; it computes no metric.
+Only selects, compares and formats values the C++ benchmarks wrote; it measures nothing.
 """
 
 import argparse
-import glob
 import math
 import os
 import sys
@@ -13,21 +13,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gbjson  # noqa: E402
-from summary_format import (by_stage, fmt, load, mega, ms, repetitions_line, size_text,  # noqa: E402
-                            table, timed, value)
+import stage_table  # noqa: E402
+import summary_checks  # noqa: E402
+from summary_first import first_screen, parse_count  # noqa: E402
+from summary_format import (by_stage, count_text, fmt, load, mega, ms, repetitions_line,  # noqa: E402
+                            size_text, stage_order, table, timed, value)
 from summary_offload import offload_section  # noqa: E402
 
-STAGES = ["dp", "z1", "z2", "z3", "hsdp", "hpz"]
-# The article's table: resident bytes per parameter and what a step communicates; then the
-# node-aware stages, with S ranks per node.
-ARTICLE = {
-    "dp": ("w+g+o", "all-reduce"),
-    "z1": ("w+g+o/N", "reduce-scatter + all-gather"),
-    "z2": ("w+(g+o)/N", "reduce-scatter during backward + all-gather"),
-    "z3": ("(w+g+o)/N", "all-gather per layer (fwd, bwd) + reduce-scatter"),
-    "hsdp": ("(w+g+o)/S", "z3 within the node + all-reduce of the shard across nodes"),
-    "hpz": ("(w+g+o)/N+w/S", "z3, backward's all-gather from a node copy within the node"),
-}
 OPS = ["all_reduce", "reduce_scatter", "all_gather"]
 
 
@@ -36,17 +28,21 @@ def zero_section(results):
     if zero is None and wire is None:
         return []
     z, w = by_stage(zero), by_stage(wire)
+    table_rows, order, note = stage_order(results, ["zero.json", "zero_wire.json"],
+                                          list(z.values()) + list(w.values()))
+    rows_of = stage_table.by_name(table_rows)
     rows = []
-    for stage in STAGES:
+    for stage in order:
         t, v = z.get(stage), w.get(stage)
         if t is None and v is None:
             continue
         mem = t if t is not None else v  # memory: the timed run, else the socket run
         vol = v if v is not None else t  # volumes: the socket run, else the timed run
-        rows.append([stage, ARTICLE[stage][0], ARTICLE[stage][1],
-                     fmt(value(mem, "bytes_per_param_formula")), fmt(value(mem, "bytes_per_param")),
-                     fmt(value(vol, "volume_psi"), 4), fmt(value(vol, "volume_psi_measured"), 4),
-                     mega(value(vol, "inter_node_bytes_ideal")),
+        row = rows_of.get(stage)
+        rows.append([stage, stage_table.article(row), stage_table.collectives_text(row),
+                     fmt(value(mem, "bytes_per_param_formula")), fmt(value(mem, "bytes_per_param_measured")),
+                     fmt(value(vol, "volume_psi_accounted"), 4), fmt(value(vol, "volume_psi_measured"), 4),
+                     mega(value(vol, "inter_node_bytes_accounted")),
                      mega(value(vol, "inter_node_bytes_measured")),
                      timed(t, "step_s", ms), timed(t, "compute_s", ms),
                      timed(t, "exposed_comm_s", ms),
@@ -67,6 +63,8 @@ def zero_section(results):
         out += [f"Model {', '.join(params)}; N = {fmt(first.value('ranks'), 0)} ranks{where}. Bytes "
                 "per parameter: w = 2, g = 2 (BF16) or 4 (FP32), o = 12 (Adam) or 8 (momentum).", ""]
     out += [table(head, rows), ""]
+    if note:
+        out.append(note)
     out.append("- bytes/param measured: resident-set growth (host) or cudaMemGetInfo (GPU) while "
                "the state is allocated, busiest rank. Step (median), compute, exposed "
                "communication (the time compute waited for it, measured directly) and overlap: "
@@ -112,8 +110,9 @@ def sweep_section(results):
     if not picks:
         return []
     rows = []
+    _, order, _ = stage_order(results, ["zero_sweep.json"], picks.values())
     keyed = sorted(picks.values(), key=lambda p: (
-        STAGES.index(p.params.get("stage")) if p.params.get("stage") in STAGES else 9,
+        stage_table.position(order, p.params.get("stage")),
         gbjson.number(p.params.get("compute_us")) or 0.0))
     for p in keyed:
         rows.append([p.params.get("stage", ""), p.params.get("compute_us", ""),
@@ -130,10 +129,14 @@ def predict_section(results):
     if not picks:
         return []
     rows = []
-    for stage, p in sorted(by_stage(picks).items(), key=lambda kv: STAGES.index(kv[0]) if kv[0] in STAGES else 9):
+    stages = by_stage(picks)
+    _, order, _ = stage_order(results, ["predict.json"], stages.values())
+    for stage in order:
+        p = stages[stage]
         pct = lambda v: "n/a" if math.isnan(v) else f"{v * 100:+.1f}%"  # noqa: E731
-        rows.append([stage, fmt(p.value("collectives"), 0), ms(p.value("comm_s")), ms(p.value("comm_s_measured")),
-                     pct(p.value("comm_error")), ms(p.value("exposed_comm_s")),
+        rows.append([stage, fmt(p.value("collectives"), 0), ms(p.value("comm_s_predicted")),
+                     ms(p.value("comm_s_measured")), pct(p.value("comm_error")),
+                     ms(p.value("exposed_comm_s_predicted")),
                      ms(p.value("exposed_comm_s_measured")), pct(p.value("exposed_error")),
                      "yes" if p.value("extrapolated") == 1 else "no"])
     return ["## Prediction: each stage from the collective sweep (zb_predict)", "",
@@ -180,8 +183,10 @@ def plan_section(results):
     rows = [r for r in doc.get("rows", []) if isinstance(r, dict)]
     dps = sorted({r.get("dp") for r in rows if isinstance(r.get("dp"), (int, float))})
     model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+    context = doc.get("context") if isinstance(doc.get("context"), dict) else {}
+    order = stage_table.order(stage_table.parse(path, context), [r.get("stage") for r in rows])
     out = []
-    for stage in STAGES:
+    for stage in order:
         mine = {r.get("dp"): r for r in rows if r.get("stage") == stage}
         if mine:
             out.append([stage] + [fmt(mine[d].get("gb_per_gpu", math.nan), 2) if d in mine else ""
@@ -189,11 +194,7 @@ def plan_section(results):
     if not out:
         return []
     params = model.get("params")
-    title = "the planned model"
-    if isinstance(params, (int, float)):
-        scale, suffix = next(((sc, sf) for sc, sf in ((1e12, "T"), (1e9, "B"), (1e6, "M"))
-                              if params >= sc), (1, ""))
-        title = f"{params / scale:g}{suffix} parameters"
+    title = f"{count_text(params)} parameters" if isinstance(params, (int, float)) else "the planned model"
     return [f"## Plan: memory per GPU (GB) against N, {title} (zb_plan)", "",
             table(["stage"] + [f"N={d:g}" for d in dps], out), ""]
 
@@ -210,14 +211,17 @@ def pipeline_section(results):
                 for p in (picks or {}).values() if p.family == "pipeline"}
 
     t, w = keyed(timed_picks), keyed(wire)
+    _, order, _ = stage_order(results, ["pipeline.json", "pipeline_wire.json"],
+                              list((timed_picks or {}).values()) + list((wire or {}).values()))
     rows = []
-    for key in sorted(set(t) | set(w), key=lambda k: (STAGES.index(k[0]) if k[0] in STAGES else 9, k[1] or 0)):
+    for key in sorted(set(t) | set(w), key=lambda k: (stage_table.position(order, k[0]), k[1] or 0)):
         tp, wp = t.get(key), w.get(key)
         mem = tp if tp is not None else wp
         vol = wp if wp is not None else tp
         rows.append([key[0], fmt(key[1], 0), fmt(value(mem, "bytes_per_param_formula")),
-                     fmt(value(mem, "bytes_per_param")), fmt(value(mem, "grad_bytes_per_param_formula")),
-                     fmt(value(mem, "grad_bytes_per_param")), fmt(value(vol, "volume_psi_formula"), 4),
+                     fmt(value(mem, "bytes_per_param_measured")),
+                     fmt(value(mem, "grad_bytes_per_param_formula")),
+                     fmt(value(mem, "grad_bytes_per_param_measured")), fmt(value(vol, "volume_psi_formula"), 4),
                      fmt(value(vol, "volume_psi_measured"), 4), timed(tp, "step_s", ms),
                      timed(tp, "exposed_comm_s", ms), timed(tp, "tail_comm_s", ms),
                      " / ".join(fmt(value(p, "wrong"), 0) for p in (wp, tp))])
@@ -240,52 +244,34 @@ def pipeline_section(results):
     return out + [""] + repetitions_line(t.values())
 
 
-def header(results):
-    man = {}
-    path = os.path.join(results, "manifest.json")
-    if os.path.isfile(path):
-        doc = gbjson.load_json(path)
-        man = doc if isinstance(doc, dict) else {}
-    lines = ["# zerobench results", ""]
-    if man:
-        hw = man.get("hardware", {}) or {}
-        gpus = hw.get("gpus") or []
-        what = (f"{len(gpus)} x {gpus[0].get('name')}" if gpus
-                else f"{hw.get('cpu_model', '?')}, {hw.get('cores', '?')} cores")
-        rev = (man.get("revision") or "?")[:12] + (" (dirty)" if man.get("dirty") else "")
-        lines.append(f"`{man.get('run_all', './run_all.sh')}` on {man.get('host', '?')} ({what}): "
-                     f"backend {man.get('backend', '?')}, {man.get('ranks', '?')} ranks, "
-                     f"revision {rev}.")
-        bad = [b for b in man.get("runs", []) if b.get("status") not in ("ok",)]
-        for b in bad:
-            why = f": {b['why']}" if b.get("why") else f" (see logs/{b['name']}.log)"
-            lines.append(f"- **{b['name']} {b.get('status')}**{why}")
-        lines.append("")
-    return lines
-
-
-def figures(results):
-    pngs = sorted(glob.glob(os.path.join(glob.escape(results), "figures", "*.png")))
-    if not pngs:
-        return []
-    names = [os.path.relpath(p, results) for p in pngs]
-    return ["## Figures", "", "PNG, PDF and the CSV of the numbers drawn, in `figures/`: "
-            + ", ".join(f"[{os.path.basename(n)[:-4]}]({n})" for n in names) + ".", ""]
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("results", metavar="RESULTS_DIR")
     p.add_argument("--print", action="store_true", help="also print summary.md")
+    p.add_argument("--fit-params", metavar="P", help="say which stages fit a model of P parameters "
+                   "(7e9, 7G, 7000000000; K, M, G, T = 1e3 ... 1e12); default: the run's model")
+    p.add_argument("--fit-memory", metavar="BYTES", help="memory one rank may hold (80G; K = 1024); "
+                   "default: this machine's, from manifest.json")
     args = p.parse_args(argv)
     if not os.path.isdir(args.results):
         print(f"summary: error: {args.results} is not a folder", file=sys.stderr)
         return 2
+    fit_params = parse_count(args.fit_params, binary=False) if args.fit_params is not None else None
+    fit_memory = parse_count(args.fit_memory, binary=True) if args.fit_memory is not None else None
+    for flag, given, parsed in (("--fit-params", args.fit_params, fit_params),
+                                ("--fit-memory", args.fit_memory, fit_memory)):
+        if given is not None and parsed is None:
+            print(f"summary: error: {flag}={given}: expected a positive number such as 7e9 or 80G",
+                  file=sys.stderr)
+            return 2
     try:
-        lines = header(args.results)
+        lines, found, cut = first_screen(args.results, fit_params, fit_memory)
+        lines += ["# Details", ""]
         for section in (zero_section, predict_section, collectives_section, sweep_section,
-                        optimizer_section, plan_section, pipeline_section, offload_section, figures):
+                        optimizer_section, plan_section, pipeline_section, offload_section):
             lines += section(args.results)
+        if cut:
+            lines += summary_checks.every_check_section(found)
     except gbjson.InputError as e:
         print(f"summary: error: {e}", file=sys.stderr)
         return 2

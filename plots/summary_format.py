@@ -5,6 +5,7 @@ import math
 import os
 
 import gbjson
+import stage_table
 
 
 def fmt(v, digits=3):
@@ -47,6 +48,13 @@ def repetitions_line(picks):
     return [f"- Timings: median of {count} repetitions, [lowest, highest] in brackets.", ""]
 
 
+def count_text(n):
+    """7e9 -> "7B", 2e6 -> "2M": a parameter count the way papers write it."""
+    scale, suffix = next(((sc, sf) for sc, sf in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
+                          if n >= sc), (1, ""))
+    return f"{n / scale:.3g}{suffix}"
+
+
 def size_text(n):
     for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
         if n >= scale:
@@ -60,12 +68,36 @@ def table(header, rows):
     return "\n".join(lines)
 
 
-def load(results, name):
-    """{run_name: pick} for one Google Benchmark file, or None when it is absent."""
+def load_with_context(results, name):
+    """(context, {run_name: pick}) for one Google Benchmark file, or (None, None) when absent."""
     path = os.path.join(results, name)
     if not os.path.isfile(path):
-        return None
-    return gbjson.representative(gbjson.load_gb(path)[1])
+        return None, None
+    context, runs = gbjson.load_gb(path)
+    return context, gbjson.representative(runs)
+
+
+def load(results, name):
+    """{run_name: pick} for one Google Benchmark file, or None when it is absent."""
+    return load_with_context(results, name)[1]
+
+
+def stage_order(results, names, picks):
+    """(the stage table, stage names in order, a note) for picks read from the files `names`.
+
+    The table comes from the first of those files that carries one; without any (older
+    files), the stages keep the order the picks first name them in, and the note says so."""
+    table = None
+    for name in names:
+        context, _ = load_with_context(results, name)
+        if context is not None:
+            table = stage_table.parse(os.path.join(results, name), context)
+            if table:
+                break
+    seen = [p.params.get("stage") for p in picks if p is not None]
+    note = "" if table else (f"- No stage table in {' or '.join(names)} (written before results carried "
+                             "one): stages in the order the file names them; formulas and collectives n/a.")
+    return table, stage_table.order(table, seen), note
 
 
 def by_stage(picks):

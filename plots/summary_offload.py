@@ -34,7 +34,7 @@ def _name(p):
 def _row(p):
     two = lambda v: fmt(v, 2)  # noqa: E731
     return [_name(p), fmt(_slots(p), 0), fmt(p.value("device_bytes_per_param_formula")),
-            fmt(p.value("device_bytes_per_param")), fmt(p.value("host_bytes_per_param")),
+            fmt(p.value("device_bytes_per_param_measured")), fmt(p.value("host_bytes_per_param_measured")),
             timed(p, "copy_s", ms), timed(p, "exposed_copy_s", ms), timed(p, "hidden_frac", two),
             timed(p, "d2h_GBps", two), timed(p, "h2d_GBps", two), fmt(p.value("copy_limit_GBps"), 2),
             fmt(p.value("wrong"), 0)]

@@ -9,6 +9,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gbjson  # noqa: E402
+import stage_table  # noqa: E402
 import figstyle  # noqa: E402  (selects the Agg backend before any figure module)
 import fig_collectives  # noqa: E402
 import fig_offload  # noqa: E402
@@ -22,14 +23,19 @@ import fig_zero  # noqa: E402
 
 
 def _gb(path, doc):
-    return gbjson.parse_gb(path, doc)[1]
+    """The file's runs, in its stage table's order when it carries one; figures draw stages in
+    the order their runs come."""
+    context, runs = gbjson.parse_gb(path, doc)
+    return stage_table.sorted_by_table(stage_table.parse(path, context), runs,
+                                       lambda r: r.params.get("stage"))
 
 
-def _checked(check):
-    def load(path, doc):
-        check(path, doc)
-        return doc
-    return load
+def _plan(path, doc):
+    """zb_plan's document, its rows in its stage table's order when it carries one."""
+    fig_plan.check(path, doc)
+    context = doc.get("context") if isinstance(doc.get("context"), dict) else {}
+    table = stage_table.parse(path, context)
+    return dict(doc, rows=stage_table.sorted_by_table(table, doc["rows"], lambda r: r.get("stage")))
 
 
 # (input file, how to turn its JSON into what the figure takes, figure). A tuple of files:
@@ -44,7 +50,7 @@ FIGURES = [
     ("zero_sweep.json", _gb, fig_sweep.exposed_vs_ratio),
     ("predict.json", _gb, fig_predict.predicted_vs_measured),
     ("optimizer.json", _gb, fig_optimizer.bandwidth),
-    ("plan.json", _checked(fig_plan.check), fig_plan.memory),
+    ("plan.json", _plan, fig_plan.memory),
     (("pipeline_wire.json", "pipeline.json"), _gb, fig_pipeline.microbatches),
     ("offload_sweep.json", _gb, fig_offload.exposed),
     ("offload.json", _gb, fig_offload.memory),

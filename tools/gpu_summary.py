@@ -14,18 +14,21 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots"))
 import gbjson  # noqa: E402  (plots/ is not a package; stdlib only, so it runs on the GPU machine)
+import stage_table  # noqa: E402
 
 BYTES_256MIB = 256 << 20
 PARAMS_256M = 256 << 20
-STAGES = ("dp", "z1", "z2", "z3", "hsdp", "hpz")
 
 
 def runs_of(results, name):
-    """The measured rows of results/NAME, or raises gbjson.InputError."""
+    """The measured rows of results/NAME in its stage table's order (the file's own without
+    one), or raises gbjson.InputError."""
     path = os.path.join(results, name)
     if not os.path.exists(path):
         raise gbjson.InputError(f"no {name}: its check failed or did not run")
-    _, runs = gbjson.load_gb(path)
+    context, runs = gbjson.load_gb(path)
+    runs = stage_table.sorted_by_table(stage_table.parse(path, context), runs,
+                                       lambda r: r.params.get("stage"))
     return [r for r in runs if r.run_type == "iteration"]
 
 
@@ -94,7 +97,7 @@ def optimizer(results, logs):
 
 def per_stage(results, name):
     by_stage = {r.params.get("stage"): r.counters for r in runs_of(results, name)}
-    return [(s, by_stage[s]) for s in STAGES if s in by_stage]
+    return [(s, c) for s, c in by_stage.items() if s is not None]
 
 
 def zero(results, logs):
@@ -117,7 +120,7 @@ def overlap(results, logs):
                    f"{num(ms['comm_s'], '.2f')} ms, exposed comm {num(ms['exposed_comm_s'], '.2f')} ms; "
                    f"wrong {num(c.get('wrong'), 'g')}")
     traces = []
-    for stage in STAGES:
+    for stage, _ in per_stage(results, "overlap.json"):
         try:
             doc = gbjson.load_json(os.path.join(results, f"trace_{stage}.json"))
             traces.append(f"{stage} {len(doc.get('traceEvents', []))}")

@@ -1,4 +1,5 @@
-"""Builds small Google Benchmark, zb_plan and trace documents for the plots tests."""
+"""Builds small Google Benchmark, zb_plan, trace and manifest documents for the plots tests,
+with the counter names and the stage table in the context that the C++ writes."""
 
 import json
 import math
@@ -35,10 +36,31 @@ def aggregate(name, agg, real_time, time_unit="ns", reps=3, **counters):
     return r
 
 
-def doc(rows):
-    return {"context": {"date": "2025-01-01T00:00:00", "host_name": "testhost",
-                        "executable": "zb_test", "num_cpus": 4},
-            "benchmarks": rows}
+def stage(name, article, weights, grads, optimizer, units, passes):
+    """One row of a stage table as the C++ writes it; passes: (op, group, psi)."""
+    passes = [{"op": op, "group": group, "psi": psi} for op, group, psi in passes]
+    return {"name": name, "article": article, "weights": weights, "grads": grads,
+            "optimizer": optimizer, "units": units, "node_weight_copy": False, "passes": passes,
+            "volume_psi": sum((2.0 if p["op"] == "all_reduce" else 1.0) * p["psi"] for p in passes)}
+
+
+RS, AG, AR = ("reduce_scatter", "world", 1.0), ("all_gather", "world", 1.0), ("all_reduce", "world", 1.0)
+# A stage table shaped like the C++ one. Crafted: the tests read it, they do not check it.
+STAGE_TABLE = [stage("dp", "w+g+o", "replicated", "replicated", "replicated", "buckets", [AR]),
+               stage("z1", "w+g+o/N", "replicated", "replicated", "dp_group", "buckets", [RS, AG]),
+               stage("z2", "w+(g+o)/N", "replicated", "dp_group", "dp_group", "buckets", [RS, AG]),
+               stage("z3", "(w+g+o)/N", "dp_group", "dp_group", "dp_group", "layers", [RS, AG, AG])]
+
+
+def doc(rows, table=None, **context):
+    """A Google Benchmark document; its context carries `table` (default STAGE_TABLE) as the C++
+    writes it, a JSON text, or none when table is False; **context adds keys."""
+    ctx = {"date": "2025-01-01T00:00:00", "host_name": "testhost", "executable": "zb_test",
+           "num_cpus": 4, "collective_algorithms": "library defaults"}
+    if table is not False:
+        ctx["stage_table"] = json.dumps(STAGE_TABLE if table is None else table)
+    ctx.update(context)
+    return {"context": ctx, "benchmarks": rows}
 
 
 def write(path, obj):
@@ -61,15 +83,20 @@ def collectives():
 ZERO_STAGES = {"dp": (16.0, 2.0), "z1": (7.0, 2.0), "z2": (5.5, 2.0), "z3": (4.0, 3.0)}
 
 
-def zero():
+def zero(**planted):
+    """zb_zero on one node of 4 ranks, every value within its tolerance; **planted:
+    {stage: {counter: value}} over it."""
     rows = []
     for i, (stage, (bpp, vol)) in enumerate(ZERO_STAGES.items()):
         name = f"zero/stage:{stage}/params:1048576/compute:spin:200"
-        common = dict(ranks=4, params=1048576, volume_psi_accounted=vol,
-                      volume_psi_measured=NAN if stage == "z3" else vol * 1.01,
-                      bytes_per_param_measured=bpp + 0.125, bytes_per_param_formula=bpp,
+        common = dict(ranks=4, params=1048576, nodes=1, ranks_per_node=4, volume_psi_accounted=vol,
+                      volume_psi_measured=NAN if stage == "z3" else vol * 1.001,
+                      bytes_per_param_measured=bpp + 0.004, bytes_per_param_formula=bpp,
+                      bytes_per_param_accounted=bpp, inter_node_bytes_accounted=0.0,
+                      inter_node_bytes_measured=NAN, wrong=0,
                       step_s=0.012 + i * 0.001, comm_s=0.004, compute_s=0.01,
                       exposed_comm_s=0.002 + i * 0.001, overlap_eff=0.5, extra_field=7)
+        common.update(planted.get(stage, {}))
         if stage == "z2":
             # Three repetitions plus aggregates: the figure must take GB's median row.
             for rep, t in enumerate((11.0, 13.0, 12.0)):
@@ -80,6 +107,36 @@ def zero():
         else:
             rows.append(row(name, (0.012 + i * 0.001) * 1e3, "ms", **common))
     return doc(rows)
+
+
+def predict(**planted):
+    """zb_predict against zero(): every prediction within 10%; **planted as in zero()."""
+    rows = []
+    for i, stage in enumerate(ZERO_STAGES):
+        measured, exposed = 0.004, 0.002 + i * 0.001
+        c = dict(ranks=4, params=1048576, collectives=3 + i, volume_psi_accounted=ZERO_STAGES[stage][1],
+                 comm_s_predicted=measured * 1.05, comm_s_measured=measured, comm_error=0.05,
+                 exposed_comm_s_predicted=exposed * 0.95, exposed_comm_s_measured=exposed,
+                 exposed_error=-0.05, exposed_error_s=-0.05 * exposed, extrapolated=0,
+                 step_s_predicted=0.012, compute_s_predicted=0.01)
+        c.update(planted.get(stage, {}))
+        rows.append(row(f"predict/stage:{stage}/params:1048576", 1.0, "ms", **c))
+    return doc(rows)
+
+
+GIB = 1 << 30
+
+
+def manifest(backend="mpi", host_memory=32 * GIB, gpu_memory=(), runs=("zero", "zero_sweep")):
+    """What run_all.sh's manifest.py writes, in the parts summary.py reads."""
+    gpus = [{"index": i, "name": "Test GPU", "memory_total_bytes": m} for i, m in enumerate(gpu_memory)]
+    hardware = {"cpu_model": "Test CPU", "cores": 4, "gpus": gpus}
+    if host_memory is not None:
+        hardware["host_memory_bytes"] = host_memory
+    return {"revision": "0123456789abcdef", "dirty": False, "host": "testhost",
+            "run_all": "./run_all.sh --quick", "backend": backend, "ranks": 4,
+            "runs": [{"name": r, "json": f"{r}.json", "status": "ok"} for r in runs],
+            "hardware": hardware}
 
 
 def zero_sweep():
@@ -119,16 +176,24 @@ def plan():
     return {"model": {"params": 7e9, "layers": 32}, "rows": rows}
 
 
-def trace():
-    events = [{"name": "thread_name", "ph": "M", "pid": r, "tid": t,
-               "args": {"name": "compute" if t == 0 else "comm"}}
-              for r in range(2) for t in range(2)]
+THREADS = ["compute", "comm", "compute waits for communication"]
+
+
+def trace(waits=False):
+    """Two ranks' compute and communication; with waits, the track of the time compute waited,
+    as the C++ trace has it."""
+    tracks = THREADS if waits else THREADS[:2]
+    events = [{"name": "thread_name", "ph": "M", "pid": r, "tid": t, "args": {"name": name}}
+              for r in range(2) for t, name in enumerate(tracks)]
     for r in range(2):
         for k in range(3):
             events.append({"name": f"layer {k} forward", "ph": "X", "ts": 1000.0 + 300 * k,
                            "dur": 250.0, "pid": r, "tid": 0, "args": {}})
             events.append({"name": "all_gather 4.0 MiB", "ph": "X", "ts": 1100.0 + 300 * k,
                            "dur": 180.0 + r, "pid": r, "tid": 1, "args": {"bytes": 4194304}})
+        if waits:
+            events.append({"name": "wait all_gather", "ph": "X", "ts": 1950.0, "dur": 40.0 + r,
+                           "pid": r, "tid": 2, "args": {}})
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
@@ -136,7 +201,8 @@ def results_folder(path):
     """Writes every input zbplot knows; returns {file name: document}."""
     docs = {"collectives.json": collectives(), "zero.json": zero(),
             "zero_sweep.json": zero_sweep(), "optimizer.json": optimizer(),
-            "plan.json": plan(), "trace.json": trace()}
+            "plan.json": plan(), "trace.json": trace(), "predict.json": predict(),
+            "manifest.json": manifest()}
     os.makedirs(path, exist_ok=True)
     for name, d in docs.items():
         write(os.path.join(path, name), d)

@@ -1,0 +1,308 @@
+"""summary.md's "check these" list: every value of every results file that lies outside its
+tolerance (plots/tolerances.py), with the reason the tool knows from the files themselves.
+
+Reads what the C++ wrote and compares; it measures nothing.
+"""
+
+import glob
+import math
+import os
+import re
+from dataclasses import dataclass
+
+import gbjson
+import tolerances as tol
+from stage_table import by_name, parse
+from summary_format import size_text
+
+ITEMS_PER_LINE = 6  # items named on a first-screen line; the rest go to "Every check" below
+NO_CAUSE = "no cause known to the tool"
+# Name segments that say how Google Benchmark timed a run, not what ran.
+NOT_LABELS = {"iterations", "manual_time", "real_time", "process_time", "repeats"}
+
+
+@dataclass
+class Finding:
+    check: str  # what was held against what, and how far it may be off
+    file: str
+    item: str  # which benchmark, in the file's own words ("z2", "all_reduce 64 KiB")
+    value: str  # how far off ("+22.0%", "wrong = 3")
+    reason: str
+    order: int  # the check's place in the list: bugs first
+
+
+def _finite(*vs):
+    return all(isinstance(v, float) and math.isfinite(v) for v in vs)
+
+
+def _pct(v):
+    return f"{v * 100:+.1f}%"
+
+
+def _bound(v):
+    return "0%" if v == 0 else f"{v:+.0%}"
+
+
+def _rel(measured, reference):
+    if reference == 0:
+        return 0.0 if measured == 0 else math.copysign(math.inf, measured)
+    return measured / reference - 1
+
+
+def _algorithms(context):
+    """Why rings' books and a measurement may part: the library chose its own algorithms."""
+    algos = (context or {}).get("collective_algorithms", "")
+    if algos == "library defaults":
+        return ("the library's default algorithms ran (`collective_algorithms`: library defaults), "
+                "and they need not be rings; the books count rings")
+    if algos:
+        return f"ring algorithms were set ({algos}); {NO_CAUSE}"
+    return f"the file does not say which algorithms ran; {NO_CAUSE}"
+
+
+def check_wrong(ctx, p):
+    worst = p.spread("wrong")[1]
+    if _finite(worst) and worst > tol.WRONG_MAX:
+        yield (0, f"`wrong` above {tol.WRONG_MAX}", f"wrong = {worst:g}",
+               "elements differ from the reference result: a bug, never noise")
+
+
+# (measured, what it is held against, the tracker's books where that is a formula, what)
+MEMORY = [("bytes_per_param_measured", "bytes_per_param_formula", "bytes_per_param_accounted",
+           "bytes per parameter"),
+          ("grad_bytes_per_param_measured", "grad_bytes_per_param_formula", None,
+           "gradient bytes per parameter"),
+          ("device_bytes_per_param_measured", "device_bytes_per_param_formula", None,
+           "device bytes per parameter"),
+          ("host_bytes_per_param_measured", "host_bytes_per_param_accounted", None,
+           "host bytes per parameter")]
+
+
+def _memory_why(reference, f, b):
+    if reference.endswith("_accounted"):
+        return "the tracker's books are what it is held against: the difference was allocated beside them"
+    if not _finite(b):
+        return "no books beside it to tell whether the harness or something else allocated the difference"
+    if math.isclose(b, f, rel_tol=tol.BOOKS_REL):
+        return ("the tracker's books equal the formula, so the difference was allocated beside the "
+                "state (the allocator, a library's buffers)")
+    return f"the tracker's books say {b:.3f}: the harness allocates other than the formula"
+
+
+def check_memory(ctx, p):
+    params = p.value("params")
+    for measured, reference, books, what in MEMORY:
+        m, f = p.value(measured), p.value(reference)
+        if not _finite(m, f):
+            continue
+        allowed = tol.MEMORY_REL * abs(f)
+        if _finite(params) and params > 0:
+            allowed = max(allowed, tol.MEMORY_SLACK_BYTES / params)
+        if abs(m - f) <= allowed:
+            continue
+        side = "the books" if reference.endswith("_accounted") else "the formula"
+        yield (2, f"measured {what} off {side} (`{measured}` against `{reference}`, allowed "
+               f"{tol.MEMORY_REL:.0%} or {tol.MEMORY_SLACK_BYTES // 1024} KiB per rank)",
+               f"{m:.3f} against {f:.3f}", _memory_why(reference, f, p.value(books) if books else math.nan))
+
+
+def _padding(p):
+    pad = p.value("padding")
+    if _finite(pad) and pad > 0:
+        return (f"the run padded the shards by {pad:g} elements so that the ranks divide them: the "
+                "books may count padding that the formula leaves out")
+    return NO_CAUSE
+
+
+def check_books(ctx, p, table):
+    """The harness's own books against the formula: memory tracker and traffic log."""
+    pairs = [("bytes_per_param_accounted", p.value("bytes_per_param_formula"),
+              "`bytes_per_param_formula`", "memory books")]
+    formula = p.value("volume_psi_formula")
+    source = "`volume_psi_formula`"
+    row = table.get(p.params.get("stage"))
+    one_node = p.value("nodes") == 1
+    if not _finite(formula) and row and one_node and isinstance(row.get("volume_psi"), (int, float)):
+        # The table's volume is one node's: across nodes the node-aware stages add a pass.
+        formula, source = float(row["volume_psi"]), "the stage table's volume_psi (one node)"
+    pairs.append(("volume_psi_accounted", formula, source, "volume books"))
+    for books, f, source, what in pairs:
+        b = p.value(books)
+        if _finite(b, f) and not math.isclose(b, f, rel_tol=tol.BOOKS_REL, abs_tol=1e-12):
+            yield (1, f"{what} off the formula (`{books}` against {source})", f"{b:.4f} against {f:.4f}",
+                   _padding(p))
+
+
+def check_sockets(ctx, p):
+    for measured, books in (("volume_psi_measured", "volume_psi_accounted"),
+                            ("wire_bytes_measured", "wire_bytes_accounted"),
+                            ("wire_bytes_measured", "wire_bytes_formula")):
+        m, b = p.value(measured), p.value(books)
+        if _finite(m, b) and abs(_rel(m, b)) > tol.SOCKET_REL:
+            side = "the ring formula" if books.endswith("_formula") else "the books"
+            yield (3, f"bytes at the sockets off {side} (`{measured}` against `{books}`, allowed "
+                   f"±{tol.SOCKET_REL:.0%})", _pct(_rel(m, b)), _algorithms(ctx))
+
+
+def check_links(ctx, p):
+    for measured, books, what in (("inter_node_bytes_measured", "inter_node_bytes_accounted", "inter-node"),
+                                  ("intra_node_bytes_measured", "intra_node_bytes_accounted", "intra-node")):
+        m, b = p.value(measured), p.value(books)
+        if not _finite(m, b):
+            continue
+        r = _rel(m, b)
+        if -tol.LINK_BELOW <= r <= tol.LINK_ABOVE:
+            continue
+        why = _algorithms(ctx) if r > 0 else \
+            "below the payload: the counter missed traffic, or the traffic took another path"
+        yield (3, f"{what} bytes off the rings' books (`{measured}` against `{books}`, allowed "
+               f"{_bound(-tol.LINK_BELOW)} to {_bound(tol.LINK_ABOVE)})", _pct(r), why)
+
+
+def _sweep_noise(results, ctx):
+    """The largest |bare_repeat_ratio - 1| over the sizes of the sweep zb_predict read (each
+    size's median), and the sweep's file name; NaN and "" without one."""
+    m = re.search(r"--sweep=(\S+)", (ctx or {}).get("command_line", ""))
+    names = [os.path.basename(m.group(1))] if m else []
+    for name in names + ["predict_sweep.json"]:
+        path = os.path.join(results, name)
+        if os.path.isfile(path):
+            picks = gbjson.representative(gbjson.load_gb(path)[1]).values()
+            ratios = [abs(p.value("bare_repeat_ratio") - 1) for p in picks
+                      if _finite(p.value("bare_repeat_ratio"))]
+            return max(ratios, default=math.nan), name
+    return math.nan, ""
+
+
+def check_prediction(ctx, p, results):
+    for error, predicted, measured, what in (
+            ("comm_error", "comm_s_predicted", "comm_s_measured", "communication"),
+            ("exposed_error", "exposed_comm_s_predicted", "exposed_comm_s_measured",
+             "exposed communication")):
+        e = p.value(error)
+        if not _finite(e) or abs(e) <= tol.PREDICTION_REL:
+            continue
+        noise, sweep = _sweep_noise(results, ctx)
+        if p.value("extrapolated") == 1:
+            why = "some of the step's collectives are larger than the sweep's largest size (extrapolated)"
+        elif _finite(noise) and noise > tol.PREDICTION_REL:
+            why = (f"the sweep's bare calls moved up to {noise:.0%} between two runs of the same call "
+                   f"(`bare_repeat_ratio` in {sweep}): this machine's noise is above the bar")
+        else:
+            why = NO_CAUSE
+        pm, mm = p.value(predicted), p.value(measured)
+        times = f" ({pm * 1e3:.2f} ms predicted, {mm * 1e3:.2f} measured)" if _finite(pm, mm) else ""
+        yield (4, f"{what} predicted more than {tol.PREDICTION_REL:.0%} off (`{error}`)",
+               _pct(e) + times, why)
+
+
+def check_overhead(ctx, p):
+    o = p.value("overhead_ratio")
+    if not _finite(o) or o <= 1 + tol.OVERHEAD_REL:
+        return
+    repeat = p.value("bare_repeat_ratio")
+    if "--progress=thread" in (ctx or {}).get("command_line", ""):
+        why = ("each call is handed to the communication thread (--progress=thread), and ours "
+               "includes the hand-off")
+    elif _finite(repeat) and abs(repeat - 1) > tol.OVERHEAD_REL:
+        why = (f"the bare call moved as much against itself in the same run (`bare_repeat_ratio` "
+               f"beyond 1 ± {tol.OVERHEAD_REL:g}): this machine's noise")
+    elif _finite(repeat):
+        why = (f"more than this machine's noise as the bare call measured it (`bare_repeat_ratio` "
+               f"within 1 ± {tol.OVERHEAD_REL:g})")
+    else:
+        why = NO_CAUSE
+    shown = f"{o:.2f}" + (f" (bare {repeat:.2f})" if _finite(repeat) else "")
+    yield (5, f"collective slower than the bare library call (`overhead_ratio` above "
+           f"{1 + tol.OVERHEAD_REL:g})", shown, why)
+
+
+def _labeler(picks):
+    """A short name per benchmark: what varies between the file's benchmarks."""
+    picks = list(picks)
+    families = {p.family for p in picks}
+    keys = []
+    for p in picks:
+        keys += [k for k in p.params if k not in keys and k not in NOT_LABELS]
+    keys = [k for k in keys if len({p.params.get(k) for p in picks}) > 1]
+
+    def label(p):
+        parts = [p.family] if len(families) > 1 else []
+        for k in keys:
+            v = p.params.get(k)
+            if k == "bytes" and gbjson.number(v) is not None:
+                parts.append(size_text(gbjson.number(v)))
+            elif k == "stage":
+                parts.append(v or "")
+            elif v is not None:
+                parts.append(f"{k}:{v}" if v else k)
+        return " ".join(x for x in parts if x) or p.name.split("/iterations:")[0]
+    return label
+
+
+def file_findings(results, fname):
+    """Every finding of one results file ([] for files that are not Google Benchmark's)."""
+    path = os.path.join(results, fname)
+    try:
+        doc = gbjson.load_json(path)
+    except gbjson.InputError:
+        return []  # the section that reads it says so; other JSON (a trace cut short) is no result
+    if not gbjson.is_gb(doc):
+        return []
+    ctx, runs = gbjson.parse_gb(path, doc)
+    table = by_name(parse(path, ctx))
+    picks = list(gbjson.representative(runs).values())
+    failed = {r.run_name: r for r in runs if r.error}
+    label = _labeler(picks + list(failed.values()))
+    out = [Finding("a benchmark stopped with an error", fname, label(r), "", f"it said: {r.error}", 0)
+           for r in failed.values()]
+    for p in picks:
+        found = [*check_wrong(ctx, p), *check_books(ctx, p, table), *check_memory(ctx, p),
+                 *check_sockets(ctx, p), *check_links(ctx, p), *check_prediction(ctx, p, results),
+                 *check_overhead(ctx, p)]
+        out += [Finding(check, fname, label(p), value, why, order) for order, check, value, why in found]
+    return out
+
+
+def findings(results):
+    """Every finding in every results file of the folder."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(glob.escape(results), "*.json"))):
+        out += file_findings(results, os.path.basename(path))
+    return sorted(out, key=lambda f: f.order)  # stable: files, then benchmarks, in their order
+
+
+def grouped(found):
+    """[(check, file, reason, [findings])] in the order found."""
+    groups = {}
+    for f in found:
+        groups.setdefault((f.check, f.file, f.reason), []).append(f)
+    return [(c, fl, r, fs) for (c, fl, r), fs in groups.items()]
+
+
+def _line(check, fname, reason, items, limit=None):
+    shown = items if limit is None else items[:limit]
+    names = ", ".join(f"{f.item} {f.value}".strip() for f in shown)
+    more = (f" and {len(items) - len(shown)} more (see [Every check](#every-check))"
+            if len(shown) < len(items) else "")
+    return f"- **{check}** in {fname}: {names}{more}. Why: {reason}."
+
+
+def first_screen_lines(found, budget):
+    """The "check these" list in at most `budget` lines, and whether anything was left out."""
+    if not found:
+        return ["- None: every value is within its tolerance (plots/tolerances.py)."], False
+    groups = grouped(found)
+    cut = len(groups) > budget
+    shown = groups[:budget - 1] if cut else groups
+    lines = [_line(c, fl, r, items, ITEMS_PER_LINE) for c, fl, r, items in shown]
+    cut = cut or any(len(items) > ITEMS_PER_LINE for *_, items in shown)
+    if len(groups) > len(shown):
+        lines.append(f"- And {len(groups) - len(shown)} more kinds of finding: see "
+                     "[Every check](#every-check) below.")
+    return lines, cut
+
+
+def every_check_section(found):
+    """Every finding, one line per kind and file, each with every item: below the first screen."""
+    return ["## Every check", ""] + [_line(*g) for g in grouped(found)] + [""]

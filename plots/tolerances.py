@@ -1,0 +1,37 @@
+"""How far a value may sit from what it is held against before summary.md lists it under
+"check these": each tolerance once, with why it is that wide. Where compare_rules.py already
+states the same fact, it is taken from there."""
+
+from compare_rules import DEFAULT_TOLERANCES, EXACT_REL_TOL
+
+# `wrong` counts elements that differ from the single-process reference: any is a bug.
+WRONG_MAX = 0
+
+# A prediction (zb_predict) against what zero.json measured, |predicted / measured - 1|: the
+# bar the issue set for a cost model worth planning with.
+PREDICTION_REL = 0.10
+
+# Resident memory against the formula. Both independent observers (resident-set growth,
+# cudaMemGetInfo) count whole pages and see the allocator's own bookkeeping: the quick run's
+# states sit 1 to 4 pages above their formulas, so a small state is allowed a few pages more
+# than the relative bar; the mpi tests hold the measured value to the same 1%.
+MEMORY_REL = 0.01
+MEMORY_SLACK_BYTES = 16 * 4096
+
+# The harness's own books (the memory tracker, the traffic log) against the formula: they
+# count what the code allocated and sent, so any difference beyond rounding is a bug.
+BOOKS_REL = EXACT_REL_TOL
+
+# Bytes at the sockets against the traffic log: the transport adds a few bytes of its own, the
+# same allowance compare_rules gives two runs of volume_psi_measured.
+SOCKET_REL = DEFAULT_TOLERANCES["volume_psi_measured"]
+
+# Bytes at a node's link (inter-node) or its loopback (intra-node) against the rings' books:
+# the payload plus TCP/IP headers and the fences' few hundred bytes, so never below and at
+# most 2% above (tests/cluster/test_cluster.py holds the same bounds).
+LINK_BELOW, LINK_ABOVE = 0.0, 0.02
+
+# zerobench's time for a collective over the bare library call (overhead_ratio): the harness
+# may add this much before it is worth a look; the bare call against itself
+# (bare_repeat_ratio) says whether the machine alone moves that much.
+OVERHEAD_REL = 0.10

@@ -1,0 +1,197 @@
+"""plots/summary.py's first screen on crafted results: at most 60 lines, a row per stage in the
+stage table's order, which stages fit a memory and the fastest of them, and a "check these"
+list that names each planted fault with its reason and is empty on a clean run."""
+
+import json
+
+import pytest
+
+from results_fixture import (GIB, STAGE_TABLE, doc, manifest, predict, results_folder, row, run_tool,
+                             write, zero)
+
+LINES = 60
+
+
+def summarize(folder, *args):
+    r = run_tool("summary.py", folder, *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return (folder / "summary.md").read_text(encoding="utf-8")
+
+
+def first_screen(text):
+    lines = text.splitlines()
+    assert "# Details" in lines, text
+    return lines[:lines.index("# Details")]
+
+
+def checks(text):
+    """The "check these" lines of the first screen."""
+    screen = first_screen(text)
+    start = screen.index("## Check these") + 2
+    end = next(i for i in range(start, len(screen)) if not screen[i].startswith("- "))
+    return screen[start:end]
+
+
+def stage_rows(text):
+    """{stage: [cells]} of the first screen's table, in its order."""
+    screen = first_screen(text)
+    head = next(i for i, line in enumerate(screen) if line.startswith("| stage | B/param"))
+    rows = {}
+    for line in screen[head + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells
+    return rows
+
+
+@pytest.fixture
+def folder(tmp_path):
+    results_folder(tmp_path)
+    return tmp_path
+
+
+def test_a_clean_run_has_nothing_to_check(folder):
+    text = summarize(folder)
+    assert len(first_screen(text)) <= LINES
+    assert checks(text) == ["- None: every value is within its tolerance (plots/tolerances.py)."]
+    rows = stage_rows(text)
+    assert list(rows) == ["dp", "z1", "z2", "z3"]
+    assert rows["z2"][1:6] == ["5.504 (5.500)", "2.002 (2.000)", "12.50", "4.00", "0.50"]
+    assert "## Every check" not in text
+
+
+def test_planted_wrong_is_named_with_its_reason(folder):
+    write(folder / "zero.json", zero(z2={"wrong": 3}))
+    found = [c for c in checks(summarize(folder)) if "`wrong` above 0" in c]
+    assert len(found) == 1, checks(summarize(folder))
+    assert "in zero.json: z2 wrong = 3." in found[0]
+    assert "differ from the reference result: a bug" in found[0]
+
+
+def test_planted_inter_node_bytes_off_the_ring_accounting(folder):
+    two_nodes = {"nodes": 2, "inter_node_bytes_accounted": 1e6, "inter_node_bytes_measured": 1.005e6}
+    off = dict(two_nodes, inter_node_bytes_measured=1.22e6)
+    write(folder / "zero.json", zero(dp=two_nodes, z1=two_nodes, z2=two_nodes, z3=off))
+    found = [c for c in checks(summarize(folder)) if "inter-node bytes" in c]
+    assert len(found) == 1
+    assert "in zero.json: z3 +22.0%." in found[0]  # dp..z2 are 0.5% above: within 0 to +2%
+    assert "library's default algorithms ran" in found[0] and "need not be rings" in found[0]
+
+
+def test_planted_prediction_error_is_named_with_its_reason(folder):
+    write(folder / "predict.json", predict(z3={"comm_error": 0.25, "extrapolated": 1,
+                                              "comm_s_predicted": 0.005}))
+    found = [c for c in checks(summarize(folder)) if "`comm_error`" in c]
+    assert len(found) == 1
+    assert "more than 10% off" in found[0]
+    assert "z3 +25.0% (5.00 ms predicted, 4.00 measured)" in found[0]
+    assert "larger than the sweep's largest size (extrapolated)" in found[0]
+
+
+def test_measured_memory_off_the_formula(folder):
+    write(folder / "zero.json", zero(z1={"bytes_per_param_measured": 7.5}))
+    found = [c for c in checks(summarize(folder)) if "bytes per parameter off the formula" in c]
+    assert len(found) == 1 and "z1 7.500 against 7.000" in found[0]
+    assert "the tracker's books equal the formula" in found[0]
+
+
+def test_a_benchmark_that_stopped_is_named_with_its_message(folder):
+    d = zero()
+    d["benchmarks"].append(dict(row("zero/stage:hpz/params:1048576/compute:spin:200", 0.0),
+                                error_occurred=True, error_message="out of memory"))
+    write(folder / "zero.json", d)
+    found = [c for c in checks(summarize(folder)) if "stopped with an error" in c]
+    assert found == ["- **a benchmark stopped with an error** in zero.json: hpz. "
+                     "Why: it said: out of memory."]
+
+
+def test_many_findings_stay_within_the_first_screen(folder):
+    """Every benchmark of every file planted: the first screen stays at 60 lines and says where
+    the rest is; the Every check section names each item."""
+    fault = {"wrong": 1, "bytes_per_param_measured": 99.0, "volume_psi_measured": 9.0,
+             "inter_node_bytes_measured": 5.0, "inter_node_bytes_accounted": 1.0}
+    write(folder / "zero.json", zero(**{s: fault for s in ("dp", "z1", "z2", "z3")}))
+    many = [row(f"all_reduce/bytes:{1 << k}", 1.0, wrong=1, overhead_ratio=2.0, bare_repeat_ratio=1.0,
+                wire_bytes_measured=2.0, wire_bytes_formula=1.0) for k in range(10, 30)]
+    for k in range(12):
+        write(folder / f"extra_{k}.json", doc(many))
+    text = summarize(folder)
+    screen = first_screen(text)
+    assert len(screen) <= LINES, len(screen)
+    assert any("see [Every check](#every-check) below" in line for line in checks(text))
+    every = text[text.index("## Every check"):]
+    assert "512 MiB wrong = 1" in every and "extra_11.json" in every
+
+
+def test_which_stages_fit_a_given_memory(folder):
+    # 1e9 parameters: dp needs 16.004 GB, z1 7.004, z2 5.504, z3 4.004; 8 GiB is 8.59 GB.
+    text = summarize(folder, "--fit-params=1G", "--fit-memory=8G")
+    line = next(line for line in first_screen(text) if line.startswith("- **Which fits**"))
+    assert "8 GiB per rank (given), given model of 1B parameters" in line
+    assert "state only: z1, z2, z3; **fastest of them: z2** (12.50 ms per step" in line
+    assert [r[-1] for r in stage_rows(text).values()] == ["no", "yes", "yes", "yes"]
+    line = next(line for line in first_screen(summarize(folder, "--fit-params=1G", "--fit-memory=3G"))
+                if line.startswith("- **Which fits**"))
+    assert line.endswith("none of the stages measured: the smallest, z3, needs 3.73 GiB.")
+
+
+def test_which_stages_fit_this_machine(folder):
+    # The host's 32 GiB over 4 ranks per node: 8 GiB a rank, as above.
+    write(folder / "manifest.json", manifest(host_memory=32 * GIB))
+    line = next(line for line in first_screen(summarize(folder, "--fit-params=1e9"))
+                if line.startswith("- **Which fits**"))
+    assert "8 GiB per rank (host memory 32 GiB shared by 4 ranks per node" in line
+    assert ": z1, z2, z3; **fastest of them: z2**" in line
+    # A GPU run: the smallest GPU's memory, whatever the host has. 6 GiB fits z2 and z3.
+    write(folder / "manifest.json", manifest(backend="nccl", gpu_memory=(80 * GIB, 6 * GIB)))
+    line = next(line for line in first_screen(summarize(folder, "--fit-params=1e9"))
+                if line.startswith("- **Which fits**"))
+    assert "6 GiB per rank (the smallest GPU's memory" in line and ": z2, z3;" in line
+    write(folder / "manifest.json", manifest(host_memory=None))
+    line = next(line for line in first_screen(summarize(folder)) if line.startswith("- **Which fits**"))
+    assert "unknown" in line and "--fit-memory" in line
+
+
+def test_stage_order_and_formulas_come_from_the_table(folder):
+    table = [dict(s, article=s["article"] + " (crafted)") for s in reversed(STAGE_TABLE)]
+    write(folder / "zero.json", dict(zero(), context=doc([], table=table)["context"]))
+    text = summarize(folder)
+    assert list(stage_rows(text)) == ["z3", "z2", "z1", "dp"]
+    details = text[text.index("# Details"):]
+    assert "| z3 | (w+g+o)/N (crafted) | reduce-scatter + all-gather x2 per layer |" in details
+    assert "| dp | w+g+o (crafted) | all-reduce per bucket |" in details
+
+
+def test_without_a_stage_table_the_file_order_stands(folder):
+    d = zero()
+    d["benchmarks"] = [b for b in d["benchmarks"] if "stage:z3" in b["name"]] + \
+                      [b for b in d["benchmarks"] if "stage:z3" not in b["name"]]
+    del d["context"]["stage_table"]
+    write(folder / "zero.json", d)
+    text = summarize(folder)
+    assert list(stage_rows(text)) == ["z3", "dp", "z1", "z2"]
+    assert "No stage table in zero.json" in "\n".join(first_screen(text))
+    assert "| z3 | n/a | n/a |" in text
+
+
+@pytest.mark.parametrize("args,flag", [(["--fit-params=lots"], "--fit-params"),
+                                       (["--fit-memory=-8G"], "--fit-memory")])
+def test_bad_fit_flags_exit_2(folder, args, flag):
+    r = run_tool("summary.py", folder, *args)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and flag in r.stderr
+
+
+def test_a_broken_stage_table_exits_2(folder):
+    d = zero()
+    d["context"]["stage_table"] = "[{not json"
+    write(folder / "zero.json", d)
+    r = run_tool("summary.py", folder)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "zero.json" in r.stderr and "stage_table" in r.stderr
+    assert not (folder / "summary.md").exists()
+
+
+def test_stage_table_is_json_text_in_the_fixture():
+    # The C++ writes the table as a string (Google Benchmark's context holds strings).
+    assert json.loads(zero()["context"]["stage_table"])[0]["name"] == "dp"
