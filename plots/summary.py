@@ -49,7 +49,7 @@ def zero_section(results):
                      timed(t, "overlap_eff", lambda v: fmt(v, 2)),
                      " / ".join(fmt(value(p, "wrong"), 0) for p in (v, t))])
     head = ["stage", "bytes/param (article)", "collectives", "bytes/param formula",
-            "measured", "volume ideal (Ψ)", "measured (Ψ)", "inter-node MB/step ideal",
+            "measured", "volume accounted (Ψ)", "measured (Ψ)", "inter-node MB/step accounted",
             "inter-node measured", "step (ms)", "compute (ms)",
             "exposed comm (ms)", "overlap", "wrong (wire / time)"]
     out = ["## ZeRO stages: the article's table, measured", ""]
@@ -69,7 +69,7 @@ def zero_section(results):
                "the state is allocated, busiest rank. Step (median), compute, exposed "
                "communication (the time compute waited for it, measured directly) and overlap: "
                "zero.json, fastest transport, with compute.")
-    out.append("- inter-node MB/step: what the busiest node sent to other nodes per step; ideal "
+    out.append("- inter-node MB/step: what the busiest node sent to other nodes per step; accounted "
                "from rings over each collective's group, measured by the node link's transmit "
                "counter where the launcher names it (tools/cluster.sh), else n/a. 0 on one node.")
     if wire is not None:
@@ -225,8 +225,8 @@ def pipeline_section(results):
                      fmt(value(vol, "volume_psi_measured"), 4), timed(tp, "step_s", ms),
                      timed(tp, "exposed_comm_s", ms), timed(tp, "tail_comm_s", ms),
                      " / ".join(fmt(value(p, "wrong"), 0) for p in (wp, tp))])
-    head = ["strategy", "M", "bytes/param formula", "measured", "grad bytes/param formula", "measured",
-            "volume ideal (Ψ)", "measured (Ψ)", "step (ms)", "exposed comm (ms)", "tail (ms)",
+    head = ["stage", "M", "bytes/param formula", "measured", "grad bytes/param formula", "measured",
+            "volume formula (Ψ)", "measured (Ψ)", "step (ms)", "exposed comm (ms)", "tail (ms)",
             "wrong (wire / time)"]
     first = next(iter((timed_picks or wire).values()), None)
     out = ["## Pipeline: dp, z1 and pipeline ZeRO-2 against micro-batches (zb_pipeline)", ""]

@@ -134,7 +134,7 @@ def stages_section(results, man, fit_params=None, fit_memory=None):
                      _gib(need) + ("" if how == "measured" else " (formula)"),
                      "n/a" if memory is None or math.isnan(need) else ("yes" if fit else "no")])
     model = "n/a parameters" if math.isnan(params) else f"{count_text(params)} parameters"
-    head = ["stage", "B/param measured (formula)", "volume Ψ measured (ideal)", "step (ms)",
+    head = ["stage", "B/param measured (formula)", "volume Ψ measured (accounted)", "step (ms)",
             "exposed comm (ms)", "overlap", f"state per rank, {model}", f"fits {_gib(memory)}"]
     out = ["## What each stage costs here", "",
            f"N = {fmt(value(first, 'ranks'), 0)} ranks, {fmt(value(first, 'nodes'), 0)} node(s), model of "

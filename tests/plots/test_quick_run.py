@@ -189,11 +189,11 @@ def test_summary_holds_the_table(run):
     for s in STAGES:
         row = dict(zip(cols, rows[s]))
         assert row["bytes/param formula"] == f"{zero[s].value('bytes_per_param_formula'):.3f}"
-        assert row["measured"] == f"{zero[s].value('bytes_per_param'):.3f}"
-        assert row["volume ideal (Ψ)"] == f"{wire[s].value('volume_psi'):.4f}"
+        assert row["measured"] == f"{zero[s].value('bytes_per_param_measured'):.3f}"
+        assert row["volume accounted (Ψ)"] == f"{wire[s].value('volume_psi_accounted'):.4f}"
         assert row["measured (Ψ)"] == f"{wire[s].value('volume_psi_measured'):.4f}"
         # One node: nothing crosses, and no launcher named a node counter.
-        assert row["inter-node MB/step ideal"] == "0.000" and row["inter-node measured"] == "n/a"
+        assert row["inter-node MB/step accounted"] == "0.000" and row["inter-node measured"] == "n/a"
         # Timings: the median, then [lowest, highest] over the repetitions.
         lo, hi = zero[s].spread("step_s")
         assert row["step (ms)"] == f"{zero[s].value('step_s') * 1e3:.2f} [{lo * 1e3:.2f}, {hi * 1e3:.2f}]"
