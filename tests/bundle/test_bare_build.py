@@ -18,7 +18,7 @@ BUILD = os.path.join(os.path.dirname(os.environ.get("ZB_BIN") or os.path.join(RO
 
 def test_cpu_build_and_one_rank_zero_from_the_bundle_alone():
     r = subprocess.run([os.path.join(ROOT, "tools", "bare_build.sh"), f"--build={BUILD}"],
-                       capture_output=True, text=True, timeout=1500, cwd=ROOT)
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
     out = r.stdout + r.stderr
     if r.returncode == 77:
         pytest.skip(out.strip().splitlines()[-1])

@@ -1,6 +1,9 @@
 """Builds small Google Benchmark, zb_plan, trace and manifest documents for the plots tests,
 with the counter names and the stage table in the context that the C++ writes."""
 
+import contextlib
+import importlib
+import io
 import json
 import math
 import os
@@ -13,10 +16,27 @@ PLOTS = os.path.join(ROOT, "plots")
 NAN = math.nan
 
 
-def run_tool(script, *args):
-    """Runs plots/<script> as the user would; returns the CompletedProcess."""
+def run_script(script, *args):
+    """Runs plots/<script> as the user would, in a new interpreter; returns the CompletedProcess."""
     return subprocess.run([sys.executable, os.path.join(PLOTS, script), *map(str, args)],
                           capture_output=True, text=True, timeout=300)
+
+
+def run_tool(script, *args):
+    """Runs plots/<script>'s main() with these arguments in this process, its output captured,
+    and returns a CompletedProcess as run_script would: the exit code (argparse's SystemExit
+    included), stdout and stderr. In process, since a new interpreter imports matplotlib and
+    scipy again, a second or two per call; run_script keeps the command line itself tested."""
+    if PLOTS not in sys.path:
+        sys.path.insert(0, PLOTS)
+    module = importlib.import_module(script.removesuffix(".py"))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = module.main([str(a) for a in args])
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return subprocess.CompletedProcess([script, *map(str, args)], code or 0, out.getvalue(), err.getvalue())
 
 
 def row(name, real_time=1000.0, time_unit="ns", rep=0, reps=1, **counters):

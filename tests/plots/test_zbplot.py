@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from results_fixture import NAN, doc, results_folder, row, run_tool, write
+from results_fixture import NAN, doc, results_folder, row, run_tool, trace, write
 
 FIGURES = {
     "collectives_busbw": "collectives.json",
@@ -25,9 +25,16 @@ FIGURES = {
 def drawn(tmp_path_factory):
     folder = tmp_path_factory.mktemp("results")
     docs = results_folder(folder)
+    write(folder / "trace_waits.json", trace(waits=True))  # three kinds of span: the widest legend
     r = run_tool("zbplot.py", folder)
     assert r.returncode == 0, r.stdout + r.stderr
-    return folder, docs
+    return folder, docs, r
+
+
+def test_every_figure_fits_its_frame(drawn):
+    _, _, r = drawn
+    assert "timeline_waits" in r.stdout
+    assert "past its edge" not in r.stderr, r.stderr
 
 
 def read_csv(folder, stem):
@@ -53,7 +60,7 @@ def same(cell, value):
 
 
 def test_every_figure_written(drawn):
-    folder, _ = drawn
+    folder, _, _ = drawn
     import matplotlib.image
     for stem in FIGURES:
         for ext in ("png", "pdf", "csv"):
@@ -69,7 +76,7 @@ def test_every_figure_written(drawn):
 @pytest.mark.parametrize("stem", [s for s, f in FIGURES.items() if f not in
                                   ("plan.json", "trace.json")])
 def test_benchmark_csv_equals_json(drawn, stem):
-    folder, docs = drawn
+    folder, docs, _ = drawn
     gb_doc = docs[FIGURES[stem]]
     rows = read_csv(folder, stem)
     checked = 0
@@ -85,7 +92,7 @@ def test_benchmark_csv_equals_json(drawn, stem):
 
 
 def test_zero_figures_details(drawn):
-    folder, _ = drawn
+    folder, _, _ = drawn
     step = {r["bar"]: r for r in read_csv(folder, "zero_step_time")}
     assert list(step) == ["dp", "z1", "z2", "z3"]
     assert float(step["z2"]["compute_s"]) == 0.0105  # the median aggregate, not a repetition
@@ -94,7 +101,7 @@ def test_zero_figures_details(drawn):
 
 
 def test_sweep_ratio_is_from_the_json_times(drawn):
-    folder, _ = drawn
+    folder, _, _ = drawn
     rows = read_csv(folder, "zero_sweep_exposed")
     assert len(rows) == 6
     for r in rows:
@@ -102,7 +109,7 @@ def test_sweep_ratio_is_from_the_json_times(drawn):
 
 
 def test_plan_csv_equals_json(drawn):
-    folder, docs = drawn
+    folder, docs, _ = drawn
     src = {(p["stage"], p["dp"]): p for p in docs["plan.json"]["rows"]}
     rows = read_csv(folder, "plan_memory")
     assert len(rows) == len(src)
@@ -113,7 +120,7 @@ def test_plan_csv_equals_json(drawn):
 
 
 def test_trace_csv_equals_json(drawn):
-    folder, docs = drawn
+    folder, docs, _ = drawn
     spans = {(e["pid"], e["tid"], e["ts"]): e for e in docs["trace.json"]["traceEvents"]
              if e["ph"] == "X"}
     rows = read_csv(folder, "timeline")

@@ -40,7 +40,7 @@ def test_run_all_in_an_allocation_launches_every_kind_at_its_rank_count(slurm, t
     r = subprocess.run([HELPER, "exec", slurm, "--", "salloc", "-n", "2",
                         os.path.join(ROOT, "run_all.sh"), "--quick", "--repetitions=1", "--only=collectives,zero",
                         "--no-figures", f"--bin={BIN}", f"--out={out}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     m = json.loads((out / "manifest.json").read_text())
     assert m["ranks"] == 2
