@@ -153,7 +153,7 @@ def summary_lines(planned, actual):
         e, a = sum(p.estimate_s for p in ran), sum(actual[p.label] for p in ran)
         te, ta = te + e, ta + a
         rows.append(f"  {fam:<12} {span(e):>12} {span(a):>12} {ratio(a, e):>7}")
-    return ([f"time per family: estimate and actual",
+    return (["time per family: estimate and actual",
              f"  {'family':<12} {'estimate':>12} {'actual':>12} {'ratio':>7}"] + rows
             + [f"  {'total':<12} {span(te):>12} {span(ta):>12} {ratio(ta, te):>7}"])
 

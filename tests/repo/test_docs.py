@@ -208,11 +208,10 @@ def broken_links(path):
     return bad
 
 
+@functools.lru_cache(maxsize=None)
 def run_table():
-    """tools/run_table.py's table, or None until the table exists."""
+    """The run table, through its own loader (tools/run_table.py)."""
     module = os.path.join(ROOT, "tools", "run_table.py")
-    if not os.path.isfile(os.path.join(ROOT, "tools", "run_table.toml")) or not os.path.isfile(module):
-        return None
     spec = importlib.util.spec_from_file_location("run_table", module)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -226,10 +225,9 @@ def sources(*patterns):
 
 @functools.lru_cache(maxsize=None)
 def written_files():
-    """Names of results files: the run table's (or, until it exists, those run_all.sh's usage
-    lists), and the names run_all.sh and plots/ write themselves (summary.md, compare.md, ...)."""
-    table = run_table()
-    names = set(table.outputs()) if table else set(re.findall(r"[\w<>*]+\.(?:json|md)\b", help_text("run_all.sh")))
+    """Names of results files: the run table's, and the names run_all.sh and plots/ write
+    themselves (summary.md, compare.md, ...)."""
+    names = set(run_table().outputs())
     names |= set(NAMED_FILE.findall(sources("run_all.sh", "tools/run_*.sh", "tools/run_*.py", "plots/*.py")))
     # Placeholders as *; names made of variables or a bare * (`$label.json`, `*.json`) name nothing.
     return {pattern(n) for n in names if KEPT_NAME.match(pattern(n))}
@@ -241,8 +239,7 @@ def drawn_figures():
     code = sources("plots/*.py")
     names = set(re.findall(r"save\(\s*\w+\s*,\s*\w+\s*,\s*\"([a-z0-9_]+)\"", code))
     names |= {p + "*" for p in re.findall(r"\bstem\s*=\s*\"([a-z0-9_]+)\"\s*\+", code)}
-    table = run_table()
-    return names | (set(table.figures()) if table else set())
+    return names | set(run_table().figures())
 
 
 def pattern(name):
@@ -306,8 +303,7 @@ def test_the_results_page_names_every_figure_drawn():
 
 def test_the_results_page_names_every_results_file():
     named = {pattern(n) for _, n in doc_results_files(os.path.join(ROOT, "docs", "results.md"))}
-    table = run_table()
-    wanted = table.outputs() if table else sorted(re.findall(r"^\s+([\w]+\.json)\s", help_text("run_all.sh"), re.M))
+    wanted = run_table().outputs()
     missing = [f for f in wanted if pattern(f) not in named and not any(fnmatch.fnmatchcase(n, f) for n in named)]
     assert not missing, f"docs/results.md has no row for {missing}"
 
