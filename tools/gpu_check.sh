@@ -74,18 +74,20 @@ finish() {
 }
 limit=150
 # check NAME COMMAND...: runs it (at most $limit s, and no further than the budget), logs it,
-# prints the verdict. Once the budget is spent a check is not started: it fails as not run.
+# prints the verdict and returns the command's status. Once the budget is spent a check is not
+# started: it fails as not run.
 check() {
   local name=$1 t0=$SECONDS rc left=$((budget - (SECONDS - t_start) - 10))
   shift
   if ((left < 5)); then
     say "FAIL $name (not run: the check's $budget s budget is spent)"
     fails=$((fails + 1))
-    return
+    return 1
   fi
   local cap=$((left < limit ? left : limit))
   timeout -k 5 "$cap" "$@" >"$logs/$name.log" 2>&1
   rc=$?
+  check_s=$((SECONDS - t0))
   if ((rc == 0)); then
     say "PASS $name ($((SECONDS - t0)) s)"
   else
@@ -95,6 +97,7 @@ check() {
     tail -n 15 "$logs/$name.log"
     fails=$((fails + 1))
   fi
+  return $rc
 }
 
 # --- The machine: each thing the build needs, found or named as missing in one line. ---------
@@ -188,7 +191,8 @@ run_path() {  # run_path NAME PROGRAM ARGS...: results/NAME.json; SKIP when the 
     say "SKIP $name: this build has no $prog"
     return
   fi
-  check "nccl_$name" "$bin/$prog" --backend=nccl --timeout=60 --json="$res/$name.json" "$@"
+  check "nccl_$name" "$bin/$prog" --backend=nccl --timeout=60 --json="$res/$name.json" "$@" \
+    && printf '%s\t%s\t%s\t%s\n' "$name" "$check_s" "$prog" "$*" >>"$logs/runs.tsv"
 }
 
 # Every size of every op checked element by element; --serial also times each one waited for,
@@ -236,6 +240,10 @@ check cuda_unit_tests "$bin/zb_unit_tests" --gtest_filter='*Cuda*:*CUDA*:*Gpu*:*
 say "figures:"
 if command -v python3 >/dev/null && python3 -c 'import sys; sys.exit(sys.version_info < (3, 7))'; then
   python3 tools/gpu_summary.py "$res" "$logs" 2>&1 | sed 's/^/  /' | tee -a "$summary"
+  # What these sizes imply for the default run on an 8-GPU node, and how far the run table's
+  # cost model was from this GPU's own runs.
+  say "estimate:"
+  python3 tools/gpu_estimate.py "$logs/runs.tsv" 2>&1 | sed 's/^/  /' | tee -a "$summary"
 else
   say "  n/a: no python3 of 3.7 or newer"
 fi

@@ -96,3 +96,35 @@ def test_gpu_summary_figures_from_crafted_results(tmp_path):
                for line in out)
     # overlap.json was never written: one line says so, and the rest still printed.
     assert "overlap with gemm compute: n/a (no overlap.json: its check failed or did not run)" in out
+
+
+def test_gpu_estimate_is_the_plan_of_8_gpus_scaled_by_this_gpus_runs(tmp_path):
+    """The 8-GPU figure is run_all.sh's own plan for nccl at 8 ranks (one cost model), and the
+    scaled figure is that times the check's measured over modelled seconds."""
+    runs = tmp_path / "runs.tsv"
+    r = run(sys.executable, os.path.join(TOOLS, "gpu_estimate.py"), runs)
+    assert r.returncode == 0, r.stderr
+    assert "no GPU run of this check passed" in r.stdout
+    plan = run(sys.executable, os.path.join(TOOLS, "run_all.py"), "--plan", "--np=8", "--backend=nccl",
+               f"--out={tmp_path / 'out'}")
+    total = next(line for line in plan.stderr.splitlines() if line.strip().startswith("total"))
+    sys.path.insert(0, TOOLS)
+    import gpu_estimate
+    import run_table
+    fam = gpu_estimate.default_run_s(run_table.load(), 8)
+    assert gpu_estimate.fmt(sum(fam.values())) in r.stdout
+    minutes, seconds = int(total.split()[-4]), int(total.split()[-2])
+    assert abs(minutes * 60 + seconds - sum(fam.values())) < 1, (total, fam)
+
+    runs.write_text("zero\t40\tzb_zero\t--params=64e6 --layers=16 --iters=5 --warmup=2\n")
+    r = run(sys.executable, os.path.join(TOOLS, "gpu_estimate.py"), runs)
+    import run_cost
+    table = run_table.load()
+    _, model = run_cost.estimate("zb_zero", "--params=64e6 --layers=16 --iters=5 --warmup=2".split(),
+                                 "single", 1, 1, table.machine["nccl"], table.cost)
+    k = float(r.stdout.split("runs took ")[1].split("x")[0])
+    assert abs(k - 40 / model) <= 0.005 + 1e-9, r.stdout
+    assert gpu_estimate.fmt(sum(fam.values()) * 40 / model) in r.stdout
+    runs.write_text("zero\t40\n")
+    r = run(sys.executable, os.path.join(TOOLS, "gpu_estimate.py"), runs)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
