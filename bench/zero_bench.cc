@@ -32,9 +32,12 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
   for (size_t i = first; i < recs.size(); ++i) ++counts[int(recs[i].op)];
   std::string meta = "\"stage\": \"" + stage + "\", \"ranks\": " + std::to_string(d.size()) +
                      ", \"collectives\": {";
+  // All-to-all only where the step issued one (qgZ): an unquantized step's trace reads as
+  // zb_predict's replay of it, which knows the three others.
   for (Coll c : {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather, Coll::all_to_all})
-    meta += std::string(c == Coll::all_reduce ? "" : ", ") + "\"" + coll_name(c) + "\": " +
-            std::to_string(counts[int(c)]);
+    if (c != Coll::all_to_all || counts[int(c)] > 0)
+      meta += std::string(c == Coll::all_reduce ? "" : ", ") + "\"" + coll_name(c) + "\": " +
+              std::to_string(counts[int(c)]);
   // Each rank's exposed communication of this step, which its wait spans add up to.
   char exposed[64];
   std::snprintf(exposed, sizeof exposed, "\"exposed_us\": %.3f", z.last_exposed_s() * 1e6);
