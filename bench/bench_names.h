@@ -16,11 +16,23 @@ inline std::string model_segments(const ModelSpec& model, Optimizer optimizer, D
          "/optimizer:" + optimizer_name(optimizer) + "/grad:" + dtype_name(grad);
 }
 
-// zero/stage:S/params:../layers:../optimizer:../grad:../compute:C/overlap:on|off
+// /quantize_weights:W/quantize_grads:G, each where the stage quantizes it beyond its own row
+// (zpp's quantization is its name's).
+inline std::string quantize_segments(Stage stage, const Quantization& q) {
+  const StageModel& m = stage_model(stage);
+  if (m.quantized()) return "";
+  const Quantization e = m.effective(q);
+  std::string out;
+  if (e.weights != WeightQuant::none) out += std::string("/quantize_weights:") + weight_quant_name(e.weights);
+  if (e.grads != GradQuant::none) out += std::string("/quantize_grads:") + grad_quant_name(e.grads);
+  return out;
+}
+
+// zero/stage:S[/quantize_weights:W][/quantize_grads:G]/params:../layers:../optimizer:../grad:../compute:C/overlap:on|off
 inline std::string zero_benchmark_name(Stage stage, const ModelSpec& model, Optimizer optimizer, DType grad,
-                                       const std::string& compute, bool overlap) {
-  return std::string("zero/stage:") + stage_name(stage) + model_segments(model, optimizer, grad) +
-         "/compute:" + compute + "/overlap:" + (overlap ? "on" : "off");
+                                       const std::string& compute, bool overlap, const Quantization& q = {}) {
+  return std::string("zero/stage:") + stage_name(stage) + quantize_segments(stage, q) +
+         model_segments(model, optimizer, grad) + "/compute:" + compute + "/overlap:" + (overlap ? "on" : "off");
 }
 
 // pipeline/stage:S/params:../layers:../microbatches:M/chunks:C/pp:P/pp_rank:p/optimizer:../grad:../compute:C

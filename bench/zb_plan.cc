@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   spec.bucket_help = "with --microbatches: z2's slots hold one gradient bucket of this many MiB (at most a "
                      "chunk), as zb_pipeline's, whose buckets round up to whole layers (default 0: a whole chunk)";
   spec.stages_help = "stages to plan";
+  spec.quantize = true;
   zb::ModelFlags model_flags(flags, spec);
   flags.add_ints("dp", &o.dps, "data-parallel degree N, or a list 1,2,4,8 for a curve", 1, zb::kMaxDegree);
   flags.add_int("world", &o.world, "world size; must equal tp*pp*dp (gives dp when --dp is absent)",
@@ -144,7 +145,8 @@ int main(int argc, char** argv) {
       s = zb::check_layout(layout);
       if (!s) break;
       std::vector<zb::PlanRow> rows;
-      for (zb::Stage st : ms.stages) rows.push_back(zb::plan_row(layout, st));
+      for (zb::Stage st : ms.stages)
+        for (const zb::Quantization& q : ms.quantizations(st)) rows.push_back(zb::plan_row(layout, st, q));
       t.rows.push_back(rows);
       std::vector<zb::PipelinePlanRow> prow;
       for (zb::Stage st : o.microbatches > 0 ? piped : std::vector<zb::Stage>{})

@@ -1,6 +1,7 @@
 // zb_zero: one real training step per ZeRO stage: time, volume in Ψ (accounted and
 // measured at the sockets), memory per parameter (tracked and measured), overlap of
 // communication with compute, and a bit-exact check against a single-process reference.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,14 @@ struct Options {
   std::string compute = "none", sweep, trace;
   bool overlap = true, check = true;
 };
+
+// Every node holds the same number of consecutive ranks: rank w is at place w % S of node w / S.
+bool consecutive(const zb::Topology& t) {
+  if (!t.uniform()) return false;
+  for (int w = 0; w < t.size; ++w)
+    if (t.node_of[size_t(w)] != w / t.local_size || t.local_of[size_t(w)] != w % t.local_size) return false;
+  return true;
+}
 
 struct Row {
   std::string stage;
@@ -49,7 +58,9 @@ int main(int argc, char** argv) {
   driver.set_default_iterations(10, 2);
   Options opt;
   auto& f = driver.flags();
-  zb::ModelFlags model_flags(f, {});
+  zb::ModelFlagSpec spec;
+  spec.quantize = true;
+  zb::ModelFlags model_flags(f, spec);
   f.add_bool("check", &opt.check, "compare the final state with a single-process reference");
   f.add_string("compute", &opt.compute, "per-layer compute: none, sleep:US, spin:US or gemm:TOKENS "
                "(forward; backward twice as long)");
@@ -89,6 +100,11 @@ int main(int argc, char** argv) {
     if ((m.reduces_across_nodes() || m.node_weight_copy) && !driver.topology().uniform())
       return driver.bad_flag(zb::Status::error(std::string("--stages=") + m.name + " needs the same number of ranks "
                                                "on every node; these nodes differ (see --ranks-per-node)"));
+    // qgZ sends block o of every unit to rank o through its node's rank at place o % S.
+    for (const zb::Quantization& q : ms.quantizations(st))
+      if (q.grads != zb::GradQuant::none && !consecutive(driver.topology()))
+        return driver.bad_flag(zb::Status::error(zb::config_label(st, q) + " needs nodes of consecutive ranks, the "
+                                                 "same number on each (mpirun's default mapping by slot)"));
   }
   std::unique_ptr<zb::Compute> compute;
   s = zb::Compute::create(comm.mem_kind(), driver.cpu_threads_per_rank(), &compute);
@@ -105,43 +121,54 @@ int main(int argc, char** argv) {
   base.config = ms.step;
   base.config.overlap = opt.overlap;
   base.config.prefetch = int(opt.prefetch);
+  base.config.cpu_threads = driver.cpu_threads_per_rank();
   base.config.corrupt = driver.faults().corrupt_rank == comm.rank();
   std::vector<Row> rows;
 
   const std::string overlap = opt.overlap ? "on" : "off";
-  for (zb::Stage st : ms.stages) {
-    zb::ZeroBenchSetup setup = base;
-    setup.config.stage = st;
-    const std::string stage = zb::stage_name(st);
-    const std::string tail = zb::model_segments(model, optimizer, grad_dtype);
-    if (sweep_us.empty()) {
-      setup.trace_path = zb::per_stage_path(opt.trace, stage, ms.stages.size());
-      driver.add(zb::zero_benchmark_name(st, model, optimizer, grad_dtype, opt.compute, opt.overlap),
-                 [&, setup, stage](zb::Run& run) -> zb::Status {
-                   zb::ZeroResult r;
-                   ZB_RETURN_IF_ERROR(zb::run_zero_benchmark(run, *compute, setup, &r));
-                   if (r.wrong > 0)
-                     driver.mark_failed(stage + ": " + zb::fmt(r.wrong, 0) + " final weights differ from the reference");
-                   rows.push_back({stage, r});
-                   return zb::Status::ok();
-                 });
-      continue;
+  size_t configs = 0;
+  for (zb::Stage st : ms.stages) configs += ms.quantizations(st).size();
+  for (zb::Stage st : ms.stages)
+    for (const zb::Quantization& q : ms.quantizations(st)) {
+      zb::ZeroBenchSetup setup = base;
+      setup.config.stage = st;
+      setup.config.quant = q;
+      const std::string stage = zb::config_label(st, q);
+      const std::string tail = zb::model_segments(model, optimizer, grad_dtype);
+      if (sweep_us.empty()) {
+        std::string file_label = stage;  // z3+qw:int8 -> z3+qw_int8
+        std::replace(file_label.begin(), file_label.end(), ':', '_');
+        setup.trace_path = zb::per_stage_path(opt.trace, file_label, configs);
+        driver.add(zb::zero_benchmark_name(st, model, optimizer, grad_dtype, opt.compute, opt.overlap, q),
+                   [&, setup, stage](zb::Run& run) -> zb::Status {
+                     zb::ZeroResult r;
+                     ZB_RETURN_IF_ERROR(zb::run_zero_benchmark(run, *compute, setup, &r));
+                     if (r.wrong > 0)
+                       driver.mark_failed(stage + ": " + zb::fmt(r.wrong, 0) + " final weights " +
+                                          (setup.config.quant.any() || zb::stage_model(setup.config.stage).quantized()
+                                               ? "outside the quantization's bound"
+                                               : "differ from the reference"));
+                     rows.push_back({stage, r});
+                     return zb::Status::ok();
+                   });
+        continue;
+      }
+      for (double us : sweep_us) {
+        zb::ZeroBenchSetup point = setup;
+        point.check = false;
+        if (point.compute.kind != zb::ComputeSpec::Kind::spin) point.compute.kind = zb::ComputeSpec::Kind::sleep;
+        point.compute.seconds = us * 1e-6;
+        driver.add("zero_sweep/stage:" + std::string(zb::stage_name(st)) + zb::quantize_segments(st, q) +
+                       "/compute_us:" + zb::fmt(us, 0) + tail,
+                   [&, point, stage](zb::Run& run) -> zb::Status {
+                     zb::ZeroResult r;
+                     ZB_RETURN_IF_ERROR(zb::run_zero_benchmark(run, *compute, point, &r));
+                     run.counter("compute_per_layer_s", point.compute.seconds);
+                     rows.push_back({stage, r});
+                     return zb::Status::ok();
+                   });
+      }
     }
-    for (double us : sweep_us) {
-      zb::ZeroBenchSetup point = setup;
-      point.check = false;
-      if (point.compute.kind != zb::ComputeSpec::Kind::spin) point.compute.kind = zb::ComputeSpec::Kind::sleep;
-      point.compute.seconds = us * 1e-6;
-      driver.add("zero_sweep/stage:" + stage + "/compute_us:" + zb::fmt(us, 0) + tail,
-                 [&, point, stage](zb::Run& run) -> zb::Status {
-                   zb::ZeroResult r;
-                   ZB_RETURN_IF_ERROR(zb::run_zero_benchmark(run, *compute, point, &r));
-                   run.counter("compute_per_layer_s", point.compute.seconds);
-                   rows.push_back({stage, r});
-                   return zb::Status::ok();
-                 });
-    }
-  }
 
   code = driver.run();
   if (driver.root() && !rows.empty()) {

@@ -8,6 +8,7 @@
 #include "harness/comm/node_traffic.h"
 #include "harness/driver/node_window.h"
 #include "harness/plan/state_formula.h"
+#include "harness/stage/quant_reference.h"
 #include "harness/stage/overlap.h"
 
 namespace zb {
@@ -26,14 +27,17 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
   d.comm().set_record_times(false);
   // The traffic log's own count of the step's collectives, so a reader can check that the
   // trace holds every one of them.
-  int counts[3] = {0, 0, 0};
+  int counts[4] = {0, 0, 0, 0};
   std::vector<CollRecord> recs = d.comm().traffic().records();
   for (size_t i = first; i < recs.size(); ++i) ++counts[int(recs[i].op)];
   std::string meta = "\"stage\": \"" + stage + "\", \"ranks\": " + std::to_string(d.size()) +
                      ", \"collectives\": {";
-  for (Coll c : {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather})
-    meta += std::string(c == Coll::all_reduce ? "" : ", ") + "\"" + coll_name(c) + "\": " +
-            std::to_string(counts[int(c)]);
+  // All-to-all only where the step issued one (qgZ): an unquantized step's trace reads as
+  // zb_predict's replay of it, which knows the three others.
+  for (Coll c : {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather, Coll::all_to_all})
+    if (c != Coll::all_to_all || counts[int(c)] > 0)
+      meta += std::string(c == Coll::all_reduce ? "" : ", ") + "\"" + coll_name(c) + "\": " +
+              std::to_string(counts[int(c)]);
   // Each rank's exposed communication of this step, which its wait spans add up to.
   char exposed[64];
   std::snprintf(exposed, sizeof exposed, "\"exposed_us\": %.3f", z.last_exposed_s() * 1e6);
@@ -51,11 +55,13 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
   ZB_RETURN_IF_ERROR(ZeroStep::create(comm, compute, *setup.model, setup.config, &z));
   z->set_layer_compute(lc.get());
   comm.traffic().clear();
+  const bool quantized = z->quantization().any();
 
   Timing t;
   auto step = [&]() -> Status {
     ZB_RETURN_IF_ERROR(z->step());
     run.sample("exposed", z->last_exposed_s());  // measured where compute waited
+    if (quantized) run.sample("quantize", z->last_quantize_s());
     return Status::ok();
   };
   // The node counters are read around every step the log holds so far (warm-up and timed),
@@ -71,7 +77,7 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
   out->step_s = t.median_s;
   out->exposed_s = t.side("exposed");
   if (!setup.trace_path.empty())
-    ZB_RETURN_IF_ERROR(traced_step(d, *z, stage_name(setup.config.stage), setup.trace_path));
+    ZB_RETURN_IF_ERROR(traced_step(d, *z, config_label(setup.config.stage, setup.config.quant), setup.trace_path));
   ZB_RETURN_IF_ERROR(z->finish());
 
   const double steps = double(z->steps_done());
@@ -90,10 +96,26 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
   out->intra_measured = setup.measure_wire ? window.intra / window_steps : NAN;
   if (setup.check) {
     std::vector<Segment> segs = z->check_segments();
-    CheckState got, want;
+    CheckState got;
     ZB_RETURN_IF_ERROR(z->state_to_host(segs, &got));
-    ZB_RETURN_IF_ERROR(reference_state(setup.config, n, z->steps_done(), segs, compute, &want));
-    out->wrong = d.sum_over_ranks(double(count_mismatches(got, want)));
+    if (quantized) {
+      // Held to the interval every quantization within the kernels' bounds can reach.
+      BoundedState want;
+      const Topology& topo = d.topology();
+      ZB_RETURN_IF_ERROR(bounded_reference(setup.config, {n, topo.local_size, topo.nodes}, z->steps_done(), segs,
+                                           [&d](std::vector<double>* v) { return d.max_over_ranks(v); }, &want));
+      const BoundCheck c = check_bounded(got, want);
+      out->wrong = d.sum_over_ranks(double(c.outside));
+      const double count = d.sum_over_ranks(double(c.count));
+      const double rms = std::sqrt(d.sum_over_ranks(c.ref_sq) / count);
+      out->error_max = d.max_over_ranks(c.error_max) / rms;
+      out->error_rms = std::sqrt(d.sum_over_ranks(c.error_sq) / count) / rms;
+      out->error_bound = d.max_over_ranks(c.bound_max) / rms;
+    } else {
+      CheckState want;
+      ZB_RETURN_IF_ERROR(reference_state(setup.config, n, z->steps_done(), segs, compute, &want));
+      out->wrong = d.sum_over_ranks(double(count_mismatches(got, want)));
+    }
   }
   if (setup.split) {
     // The whole step, communication alone and compute alone, in rounds; the state is
@@ -148,6 +170,15 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
   run.counter("exposed_comm_s", out->exposed_s);
   run.counter("exposed_comm_diff_s", out->exposed_diff_s);
   run.counter("overlap_eff", out->overlap);
+  if (quantized) {
+    out->quantize_s = t.side("quantize");
+    run.counter("quantize_s", out->quantize_s);
+    if (setup.check) {
+      run.counter("weight_error_max", out->error_max);
+      run.counter("weight_error_rms", out->error_rms);
+      run.counter("weight_error_bound", out->error_bound);
+    }
+  }
   if (setup.check) run.counter("wrong", out->wrong);
   return Status::ok();
 }

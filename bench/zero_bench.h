@@ -29,6 +29,10 @@ struct ZeroResult {
   // to other nodes (and among its own ranks), accounted and measured at the node's devices.
   double volume_intra = 0, volume_inter = 0;
   double inter_accounted = 0, inter_measured = NAN, intra_accounted = 0, intra_measured = NAN;
+  // Quantized configurations: the quantization kernels' time per step (median of the slowest
+  // rank's), and the final weights' error against the unquantized reference, relative to the
+  // reference weights' RMS: largest, RMS, and the largest the bound allows.
+  double quantize_s = NAN, error_max = NAN, error_rms = NAN, error_bound = NAN;
 };
 
 // Runs the benchmark and sets its counters on `run`.

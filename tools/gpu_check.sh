@@ -217,6 +217,14 @@ run_path overlap zb_zero --model=gpt:layers=8,hidden=2048,vocab=32000 --compute=
 # and the optimizer step of every stage, checked bit for bit.
 run_path optimizer zb_optimizer --min-params=16777216 --max-params=268435456 --step-factor=4 \
   --step-params=67108864 --iters=10 --warmup=3
+# The quantization kernels (impl:cuda: INT8 and INT4 blocks, FP8 with a tensor scale, qgZ's
+# dequantize-reduce-requantize) against the same copy limit, each checked against its reference.
+run_path quantize zb_optimizer --parts=quantize --min-params=16777216 --max-params=67108864 --step-factor=4 \
+  --iters=10 --warmup=3
+# ZeRO++ and FP8 in the step: quantize and dequantize on the compute stream before and after each
+# gather and gradient hop, the final state held to the interval the error bounds allow.
+run_path zero_quantized zb_zero --params=32e6 --layers=16 --stages=z2,z3,zpp --quantize-weights=int8,fp8 \
+  --quantize-grads=int4 --iters=3 --warmup=1
 # dp, z1 and pipeline ZeRO-2 over 2 and 8 micro-batches of 2 chunks with GEMM compute: the
 # accumulation kernels and the stream waits of the pipeline step, checked bit for bit.
 run_path pipeline zb_pipeline --params=64e6 --layers=16 --pp=2 --chunks=2 --microbatches=2,8 \

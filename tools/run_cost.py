@@ -130,7 +130,10 @@ class Model:
     def zb_zero(self, f, bw):
         c = self.c["zb_zero"]
         psi, layers = f.number("params", 16e6), f.number("layers", 16)
-        stages = len(f.items("stages", [""] * c["stages"]))
+        # One benchmark per stage and value of --quantize-weights and --quantize-grads: exact
+        # where every stage named takes both (z3, hpz), an upper bound otherwise.
+        stages = len(f.items("stages", [""] * c["stages"])) * len(f.items("quantize-weights", [""])) * \
+            len(f.items("quantize-grads", [""]))
         steps = self.steps(f, 10, 2)
         comm = self.ring_s(c["volume_psi"] * psi * GRAD_BYTES / 2, 2, bw)
         update = psi * ADAM_BYTES / self.n / self.m["mem_Bps"]

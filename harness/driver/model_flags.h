@@ -1,7 +1,7 @@
 // The model-and-stage flag group: --params, --layers, --model, --bucket-mb, --optimizer,
-// --grad-dtype, --stages and --chunks, declared once with one name, type, range and help text
-// each, for every program that builds a model (zb_zero, zb_pipeline, zb_offload, zb_predict,
-// zb_plan); each program picks the members it takes.
+// --grad-dtype, --stages, --chunks, --quantize-weights and --quantize-grads, declared once with
+// one name, type, range and help text each, for every program that builds a model (zb_zero,
+// zb_pipeline, zb_offload, zb_predict, zb_plan); each program picks the members it takes.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,8 @@ struct ModelFlagSpec {
   bool bucket = true;          // --bucket-mb
   bool stages = true;          // --stages
   bool chunks = false;         // --chunks
+  // --quantize-weights and --quantize-grads, and the quantized stages (zpp) in --stages' choices.
+  bool quantize = false;
   uint64_t params = 16000000;  // 0: no default, --params is required
   double bucket_mb = 25;       // 0: no bucket (a whole chunk), and 0 is then allowed
   int64_t chunks_default = 1;
@@ -40,6 +42,11 @@ struct ModelSetup {
   int chunks = 1;
   uint64_t params = 0;  // --params as given (the model's own count may differ: --model)
   double bucket_mb = 0;
+  std::vector<WeightQuant> quantize_weights{WeightQuant::none};
+  std::vector<GradQuant> quantize_grads{GradQuant::none};
+  // The configurations of `stage` the quantize lists ask for, each once: every combination of
+  // a listed value per kind, as the stage takes it (StageModel::effective), in list order.
+  std::vector<Quantization> quantizations(Stage stage) const;
 };
 
 // Registers the group on `flags` in its constructor; lives as long as the flags (they write
@@ -62,6 +69,8 @@ class ModelFlags {
   Optimizer optimizer_ = Optimizer::adam;
   DType grad_dtype_ = DType::bf16;
   std::vector<Stage> stages_;
+  std::vector<WeightQuant> quantize_weights_{WeightQuant::none};
+  std::vector<GradQuant> quantize_grads_{GradQuant::none};
 };
 
 }  // namespace zb

@@ -1,6 +1,7 @@
 // Layout planning: validation, per-stage memory and traffic per GPU, table and JSON output.
 #include "harness/plan/plan.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -95,9 +96,10 @@ static OffloadRow offload_row(const Layout& l, const PlanRow& r, int64_t expert_
   return o;
 }
 
-PlanRow plan_row(const Layout& l, Stage stage) {
+PlanRow plan_row(const Layout& l, Stage stage, const Quantization& quant) {
   PlanRow r;
   r.stage = stage;
+  r.quant = stage_model(stage).effective(quant);
   r.dp = l.dp, r.tp = l.tp, r.pp = l.pp, r.ep = l.ep, r.world = l.world();
   const double model_split = double(l.tp * l.pp);
   // Subtracting keeps dense + expert == Ψ exact where 1 - fraction would round.
@@ -123,8 +125,8 @@ PlanRow plan_row(const Layout& l, Stage stage) {
 
   // Dense and expert gradients are reduced in different groups (dp and dp/ep
   // ranks), so their ring factors differ even though the volume is the same.
-  const StepTraffic td = step_traffic(stage, r.dense_shard, r.dense_params, g, r.dp_per_node);
-  const StepTraffic te = step_traffic(stage, r.expert_shard, r.expert_params, g, se);
+  const StepTraffic td = step_traffic(stage, r.dense_shard, r.dense_params, g, r.dp_per_node, r.quant);
+  const StepTraffic te = step_traffic(stage, r.expert_shard, r.expert_params, g, se, r.quant);
   r.elements_per_step = td.elements + te.elements;
   r.bytes_per_step = td.wire_bytes + te.wire_bytes;
   r.volume_psi = r.elements_per_step / r.params_per_gpu;
@@ -177,8 +179,11 @@ std::string format_plan_table(const std::vector<PlanRow>& rows) {
   // The offload columns follow only when something is offloaded (the layout is the same for
   // every row of a table).
   const bool offload = f.offload.host_bytes > 0;
+  // The stage column fits its longest name ("z3+qw:int8+qg:int4" where quantized).
+  int width = 5;
+  for (const PlanRow& r : rows) width = std::max(width, int(config_label(r.stage, r.quant).size()));
   char line[256];
-  std::snprintf(line, sizeof line, "%-5s %11s %10s %9s %9s %9s %9s %8s %13s %11s %10s %13s", "stage",
+  std::snprintf(line, sizeof line, "%-*s %11s %10s %9s %9s %9s %9s %8s %13s %11s %10s %13s", width, "stage",
                 "bytes/param", "GB/GPU", "weights", "grads", "master", "moments", "Psi/step",
                 "elements/step", "GB/step/GPU", "inter Psi", "inter GB/GPU");
   out += line;
@@ -190,8 +195,8 @@ std::string format_plan_table(const std::vector<PlanRow>& rows) {
   out += "\n";
   for (const PlanRow& r : rows) {
     std::snprintf(line, sizeof line,
-                  "%-5s %11.4f %10.3f %9.3f %9.3f %9.3f %9.3f %8.3f %13.4e %11.3f %10.3f %13.3f",
-                  stage_name(r.stage), r.bytes_per_param, r.gb_per_gpu, r.bytes.weights / 1e9,
+                  "%-*s %11.4f %10.3f %9.3f %9.3f %9.3f %9.3f %8.3f %13.4e %11.3f %10.3f %13.3f", width,
+                  config_label(r.stage, r.quant).c_str(), r.bytes_per_param, r.gb_per_gpu, r.bytes.weights / 1e9,
                   r.bytes.grads / 1e9, r.bytes.master / 1e9, r.bytes.moments / 1e9,
                   r.volume_psi, r.elements_per_step, r.bytes_per_step / 1e9, r.volume_psi_inter,
                   r.inter_node_bytes_per_step / 1e9);
@@ -221,7 +226,8 @@ nlohmann::ordered_json plan_json(const Layout& l, const std::vector<PlanRow>& ro
   nlohmann::ordered_json out = {{"model", model}, {"rows", nlohmann::ordered_json::array()}};
   for (const PlanRow& r : rows) {
     nlohmann::ordered_json row = {
-        {"stage", stage_name(r.stage)}, {"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}, {"ep", r.ep}, {"world", r.world},
+        {"stage", stage_name(r.stage)}, {"quantize_weights", weight_quant_name(r.quant.weights)},
+        {"quantize_grads", grad_quant_name(r.quant.grads)}, {"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}, {"ep", r.ep}, {"world", r.world},
         {"params_per_gpu", r.params_per_gpu}, {"dense_params", r.dense_params}, {"expert_params", r.expert_params},
         {"dense_shard", r.dense_shard}, {"expert_shard", r.expert_shard}, {"bytes_per_param", r.bytes_per_param},
         {"gb_per_gpu", r.gb_per_gpu}, {"bytes_per_gpu", r.bytes_per_gpu}, {"weights_bytes", r.bytes.weights},

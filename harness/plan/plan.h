@@ -65,6 +65,7 @@ struct OffloadRow {
 // not of the plan.
 struct PlanRow {
   Stage stage = Stage::dp;
+  Quantization quant;  // what the stage quantizes (StageModel::effective of what was asked)
   int64_t dp = 1, tp = 1, pp = 1, ep = 1, world = 1;
   double dense_params = 0, expert_params = 0;  // held before ZeRO sharding
   double params_per_gpu = 0;                   // dense + expert
@@ -84,7 +85,10 @@ struct PlanRow {
   OffloadRow offload;
 };
 
-PlanRow plan_row(const Layout& layout, Stage stage);
+// `quant`: --quantize-weights and --quantize-grads, as the stage takes them. Quantization moves
+// fewer bytes and keeps the same resident state; FP8's amax exchange (an FP32 per rank and
+// layer) is left out, since a plan has no layers.
+PlanRow plan_row(const Layout& layout, Stage stage, const Quantization& quant = {});
 
 // Console output: one header for the model, then one table per dp degree.
 std::string format_plan_header(const Layout& layout);

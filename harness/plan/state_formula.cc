@@ -1,6 +1,8 @@
 // ZeRO state and traffic formulas: bytes per parameter, volume per step, ring wire bytes.
 #include "harness/plan/state_formula.h"
 
+#include <string>
+
 namespace zb {
 
 StateBytes state_bytes(Optimizer optimizer, int grad_bytes) {
@@ -26,23 +28,29 @@ double bytes_per_param(Stage stage, Optimizer optimizer, int grad_bytes, int64_t
   return bytes_per_param_by_category(stage, optimizer, grad_bytes, n, s).total();
 }
 
-double volume_psi(Stage stage, int64_t s, int64_t nodes) { return stage_model(stage).volume_psi(s, nodes); }
+double volume_psi(Stage stage, int64_t s, int64_t nodes, const Quantization& q) {
+  return stage_model(stage).volume_psi(s, nodes, q);
+}
 
-StepTraffic step_traffic(Stage stage, int64_t n, double psi, int grad_bytes, int64_t s) {
+StepTraffic step_traffic(Stage stage, int64_t n, double psi, int grad_bytes, int64_t s, const Quantization& q,
+                         int64_t units) {
   if (s <= 0) s = n;
   const int64_t nodes = n / s;
   StepTraffic t;
   // Bucket by bucket or layer by layer, the collectives of a step add up to these passes
   // over the full vector. A ring over k ranks sends (k-1)/k of each pass from every rank
-  // (twice for an all-reduce: a reduce-scatter pass plus an all-gather pass); gradients
-  // travel in their own dtype, weights as BF16.
-  for (const StageModel::Pass& p : stage_model(stage).passes(s, nodes)) {
-    const double elems = p.psi * psi, twice = p.op == Coll::all_reduce ? 2.0 : 1.0;
+  // (twice for an all-reduce: a reduce-scatter pass plus an all-gather pass), and so does an
+  // all-to-all, straight to each peer; gradients travel in their own dtype, weights as BF16,
+  // and what is quantized as the bytes it takes, counted as BF16 elements.
+  for (const StageModel::Pass& p : stage_model(stage).passes(s, nodes, q)) {
+    const double elems = p.psi * psi + p.unit_elements * double(n) * double(units), twice = p.op == Coll::all_reduce ? 2.0 : 1.0;
     const int64_t k = p.group == Group::world ? n : p.group == Group::node ? s : nodes;
     const double sent = twice * elems * double(k - 1) / double(k) *
-                        (p.op == Coll::all_gather ? kWeightBytes : double(grad_bytes));
-    (p.op == Coll::all_reduce ? t.all_reduce_elements
-     : p.op == Coll::reduce_scatter ? t.reduce_scatter_elements : t.all_gather_elements) += elems;
+                        (std::string(p.as) == "grad" ? double(grad_bytes) : kWeightBytes);
+    (p.op == Coll::all_reduce       ? t.all_reduce_elements
+     : p.op == Coll::reduce_scatter ? t.reduce_scatter_elements
+     : p.op == Coll::all_to_all     ? t.all_to_all_elements
+                                    : t.all_gather_elements) += elems;
     t.wire_bytes += sent;
     const bool spans = p.group != Group::node && nodes > 1;
     (spans ? t.inter_elements : t.intra_elements) += twice * elems;

@@ -39,8 +39,9 @@ double bytes_per_param(Stage stage, Optimizer optimizer, int grad_bytes, int64_t
 
 // Elements of the full parameter vector communicated per step, divided by Ψ: 2 for dp, z1,
 // z2, 3 for z3 and hpz, 3 + 2/s for hsdp over several nodes (3 on one: it is z3 there)
-// (StageModel::volume_psi).
-double volume_psi(Stage stage, int64_t s = 1, int64_t nodes = 1);
+// (StageModel::volume_psi). Quantized (`q`, as the stage takes it), in BF16 elements: z3 with
+// INT8 weights 2(1 + 4/B)/2 + 1, zpp on one node (1 + 4/B)/2 + 1 + (1/2 + 4/B)/2, B = 4096.
+double volume_psi(Stage stage, int64_t s = 1, int64_t nodes = 1, const Quantization& q = {});
 
 // One step's data-parallel collectives for psi parameters replicated over n
 // ranks. Element counts are full-buffer sizes (what a log of issued collectives
@@ -50,16 +51,19 @@ double volume_psi(Stage stage, int64_t s = 1, int64_t nodes = 1);
 // With nodes (n ranks, s per node, nodes holding consecutive ranks), the same passes split by
 // whether their group spans nodes, and what one node sends to the others under rings in rank
 // order: a world ring leaves each node once (one rank's sends), a cross-node ring from every
-// rank of the node.
+// rank of the node. Quantized (`q`), passes move bytes counted as BF16 elements, and FP8's amax
+// exchange adds an FP32 per rank and unit: `units` of them (the model's layers).
 struct StepTraffic {
   double all_reduce_elements = 0;      // gradients (dp; hsdp's shard across nodes)
   double reduce_scatter_elements = 0;  // gradients (z1, z2, z3, hsdp, hpz)
-  double all_gather_elements = 0;      // BF16 weights (z1, z2: once; z3, hsdp, hpz: twice)
+  double all_to_all_elements = 0;      // quantized gradients (qgZ: z2, z3, hpz when asked; zpp)
+  double all_gather_elements = 0;      // weights (z1, z2: once; z3, hsdp, hpz: twice), FP8 amaxes
   double elements = 0;                 // volume_psi(stage, s) * psi
   double wire_bytes = 0;               // per rank, ring ideal; 0 when n == 1
   double intra_elements = 0, inter_elements = 0;  // elements, by group within or across nodes
   double inter_node_bytes = 0;         // one node to the others, ring ideal
 };
-StepTraffic step_traffic(Stage stage, int64_t n, double psi, int grad_bytes, int64_t s = 0);
+StepTraffic step_traffic(Stage stage, int64_t n, double psi, int grad_bytes, int64_t s = 0,
+                         const Quantization& q = {}, int64_t units = 0);
 
 }  // namespace zb

@@ -13,6 +13,9 @@ struct StageConfig {
   OptimizerConfig optimizer;
   DType grad_dtype = DType::bf16;
   bool corrupt = false;  // test only: one gradient element off in the first step
+  // What to quantize where the stage can (StageModel::effective): --quantize-weights and
+  // --quantize-grads. zpp quantizes as its row says whatever this holds.
+  Quantization quant;
 };
 
 // What a step runs: everything, or one side alone (to time compute and communication

@@ -33,6 +33,7 @@ Status ZeroStep::create(Communicator& comm, Compute& compute, const ModelSpec& m
     z->gathered_ready_.resize(z->gathered_.size());
   }
   z->weights_ready_.resize(z->layout_.units.size());
+  ZB_RETURN_IF_ERROR(z->create_quantized());
   *out = std::move(z);
   return Status::ok();
 }

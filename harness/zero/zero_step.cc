@@ -16,7 +16,8 @@ Status ZeroStep::step() {
   ZB_RETURN_IF_ERROR(backward());
   ZB_RETURN_IF_ERROR(optimizer());
   // The engine has finished the step (the optimizer synchronised it), so every wait's marks
-  // can be read.
+  // can be read, and the quantization kernels' events.
+  if (qops_) ZB_RETURN_IF_ERROR(qops_->take_seconds(&quantize_s_));
   double tail_s = 0;
   return waits_.totals(&exposed_s_, &tail_s);
 }
@@ -31,9 +32,11 @@ Status ZeroStep::compute_after(const Event& e) { return waits_.after(e); }
 // updates everything (dp), else reduce-scattered to the own block over the group the state is
 // sharded over: in place in the full gradients (z1), or from a transient slot into the
 // sharded gradients (z2, z3, hpz; hsdp within the node, then its block all-reduced across
-// nodes, which hold copies of the same block).
+// nodes, which hold copies of the same block). Quantized gradients take qgZ's all-to-alls
+// instead of the reduce-scatter (start_reduction).
 Status ZeroStep::reduce(const Unit& u, int unit, const void* src) {
   if (mode_ == StepMode::compute_only) return Status::ok();
+  if (quant_.grads != GradQuant::none) return start_reduction(u, unit, src);
   DType gd = config_.grad_dtype;
   auto note_unit = [&] {
     if (trace_.enabled()) log_unit_.resize(comm_.traffic().size() + 1, -1), log_unit_.back() = unit;
@@ -57,17 +60,22 @@ Status ZeroStep::reduce(const Unit& u, int unit, const void* src) {
 
 // Sharded weights are gathered into a transient buffer, over the group they are sharded
 // over; whole weights updated shard by shard (z1, z2) are gathered in place. hpz's backward
-// gathers from its node copy, within the node.
-Status ZeroStep::gather(int unit, Bf16* into, Event* done, bool backward) {
+// gathers from its node copy, within the node. Quantized weights travel as pieces into a
+// buffer of their own (quantized_gather), dequantized where they are used.
+Status ZeroStep::gather(int unit, size_t buffer, Event* done, bool backward) {
   if (mode_ == StepMode::compute_only) return Status::ok();
-  if (trace_.enabled()) log_unit_.resize(comm_.traffic().size() + 1, -1), log_unit_.back() = unit;
   const Unit& u = layout_.units[size_t(unit)];
   Bf16* w = state_->weights().as<Bf16>();
-  if (backward && model_.node_weight_copy) {
+  Bf16* into = gathered_.empty() ? nullptr : gathered_[buffer].as<Bf16>();
+  if (quant_.weights != WeightQuant::none && !(backward && model_.node_weight_copy)) {
+    ZB_RETURN_IF_ERROR(quantized_gather(unit, buffer, model_.weight_group()));
+  } else if (backward && model_.node_weight_copy) {
+    if (trace_.enabled()) log_unit_.resize(comm_.traffic().size() + 1, -1), log_unit_.back() = unit;
     const uint64_t part = u.padded / uint64_t(place_.node_ranks);
     const Bf16* node_copy = state_->node_weights().as<Bf16>() + u.offset / uint64_t(place_.node_ranks);
     ZB_RETURN_IF_ERROR(comm_.all_gather(node_copy, into, part, DType::bf16, Group::node));
   } else {
+    if (trace_.enabled()) log_unit_.resize(comm_.traffic().size() + 1, -1), log_unit_.back() = unit;
     Bf16* to = model_.shards_weights() ? into : w + u.offset;
     Group g = model_.shards_weights() ? model_.weight_group() : model_.optimizer_group();
     ZB_RETURN_IF_ERROR(comm_.all_gather(w + state_->weight_offset(u), to, layout_.block(u), DType::bf16, g));
@@ -88,6 +96,7 @@ Status ZeroStep::gathered_weights(size_t pos, Bf16** weights) {
   ZB_RETURN_IF_ERROR(issue_gathers(pos));
   size_t b = pos % gathered_.size();
   ZB_RETURN_IF_ERROR(compute_after(gathered_ready_[b]));
+  if (gathers_quantized(pos)) ZB_RETURN_IF_ERROR(dequantize_gathered(int(pos < units ? pos : 2 * units - 1 - pos), b));
   *weights = gathered_[b].as<Bf16>();
   if (model_.node_weight_copy && pos < units) {
     ZB_RETURN_IF_ERROR(keep_node_copy(pos, *weights));
@@ -107,8 +116,7 @@ Status ZeroStep::issue_gathers(size_t pos) {
   while (issued_pos_ < 2 * units && issued_pos_ <= pos + ahead && ready(issued_pos_)) {
     size_t b = issued_pos_ % nbuf;
     ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));  // its last reader is done
-    ZB_RETURN_IF_ERROR(gather(unit_at(issued_pos_), gathered_[b].as<Bf16>(), &gathered_ready_[b],
-                              issued_pos_ >= units));
+    ZB_RETURN_IF_ERROR(gather(unit_at(issued_pos_), b, &gathered_ready_[b], issued_pos_ >= units));
     ++issued_pos_;
   }
   return Status::ok();
@@ -129,6 +137,7 @@ Status ZeroStep::forward() {
   const auto& units = layout_.units;
   issued_pos_ = 0;
   copies_done_ = 0;
+  if (quant_.weights == WeightQuant::fp8) ZB_RETURN_IF_ERROR(exchange_amax());
   for (size_t pos = 0; pos < units.size(); ++pos) {
     const Unit& u = units[pos];
     Bf16* gathered = nullptr;
@@ -173,9 +182,11 @@ Status ZeroStep::backward() {
     Bf16* w = state_->weights().as<Bf16>() + u.offset;
     void* grad = state_->grad_at(state_->grads().data(), u.offset);
     const bool slotted = model_.shards_grads();
+    // qgZ quantizes the slot as its reduction starts: the slot is free once that kernel has run.
+    const bool slot_waits = slotted && quant_.grads == GradQuant::none;
     if (model_.shards_weights()) ZB_RETURN_IF_ERROR(gathered_weights(units.size() + pos, &w));
     if (slotted) {
-      ZB_RETURN_IF_ERROR(compute_after(slot_free_[pos % 2]));
+      if (slot_waits) ZB_RETURN_IF_ERROR(compute_after(slot_free_[pos % 2]));
       grad = state_->slot(pos % 2).data();
     }
     for (int l = u.end_layer - 1; l >= u.first_layer; --l) ZB_RETURN_IF_ERROR(layer_backward(u, l, w, grad));
@@ -183,7 +194,7 @@ Status ZeroStep::backward() {
     ZB_RETURN_IF_ERROR(state_->plant_fault(grad));  // the first gradient of step 1, when asked
     ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));  // it reads what compute wrote
     ZB_RETURN_IF_ERROR(reduce(u, unit, grad));
-    if (slotted) ZB_RETURN_IF_ERROR(comm_.record(&slot_free_[pos % 2]));
+    if (slot_waits) ZB_RETURN_IF_ERROR(comm_.record(&slot_free_[pos % 2]));
   }
   return Status::ok();
 }
@@ -195,6 +206,7 @@ Status ZeroStep::backward() {
 // shard by shard (z1, z2), issues each unit's weight all-gather as soon as that unit is
 // updated; the next forward waits for them unit by unit.
 Status ZeroStep::optimizer() {
+  ZB_RETURN_IF_ERROR(drain_reductions());
   Event reduced;
   ZB_RETURN_IF_ERROR(comm_.record(&reduced));
   ZB_RETURN_IF_ERROR(compute_after(reduced));
@@ -204,7 +216,7 @@ Status ZeroStep::optimizer() {
     ZB_RETURN_IF_ERROR(update_unit(i));
     if (!gathers) continue;
     ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));  // it sends the updated block
-    ZB_RETURN_IF_ERROR(gather(int(i), nullptr, &weights_ready_[i]));
+    ZB_RETURN_IF_ERROR(gather(int(i), 0, &weights_ready_[i]));
   }
   return compute_.synchronize();
 }
@@ -227,8 +239,9 @@ Status ZeroStep::local_gradient(void* full_grad) {
     if (model_.shards_weights()) {
       Event done;
       ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));
-      ZB_RETURN_IF_ERROR(gather(int(i), gathered_[0].as<Bf16>(), &done));
+      ZB_RETURN_IF_ERROR(gather(int(i), 0, &done));
       ZB_RETURN_IF_ERROR(comm_.compute_waits_for(done, compute_.stream()));
+      if (gathers_quantized(i)) ZB_RETURN_IF_ERROR(dequantize_gathered(int(i), 0));
       w = gathered_[0].as<Bf16>();
     }
     ZB_RETURN_IF_ERROR(compute_.synthetic_grad(w, state_->grad_at(full_grad, u.offset), config_.grad_dtype,
@@ -247,6 +260,7 @@ Status ZeroStep::reduce_gradient(const void* full_grad) {
     const Unit& u = layout_.units[i];
     ZB_RETURN_IF_ERROR(reduce(u, int(i), state_->grad_at(full_grad, u.offset)));
   }
+  ZB_RETURN_IF_ERROR(drain_reductions());
   return comm_.synchronize();
 }
 
@@ -259,7 +273,7 @@ Status ZeroStep::gather_updated() {
   if (!model_.all_gathers() || model_.shards_weights()) return Status::ok();
   ZB_RETURN_IF_ERROR(comm_.comm_waits_for_compute(compute_.stream()));
   for (size_t i = 0; i < layout_.units.size(); ++i)
-    ZB_RETURN_IF_ERROR(gather(int(i), nullptr, &weights_ready_[i]));
+    ZB_RETURN_IF_ERROR(gather(int(i), 0, &weights_ready_[i]));
   return comm_.synchronize();
 }
 

@@ -1,9 +1,11 @@
-// ZeRO: one training step of each stage (dp, z1, z2, z3, and the node-aware hsdp and hpz),
-// issuing the real collectives on real buffers, asynchronously on the communicator's stream.
-// What a stage keeps and shards, and over which group, is its StageState (stage_state.h); this
-// is the order in which the step uses it.
+// ZeRO: one training step of each stage (dp, z1, z2, z3, the node-aware hsdp and hpz, and
+// ZeRO++ whole, zpp), issuing the real collectives on real buffers, asynchronously on the
+// communicator's stream. What a stage keeps and shards, and over which group, is its StageState
+// (stage_state.h); this is the order in which the step uses it. Quantized gathers and qgZ's
+// reduction are in zero_quantized.cc.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "harness/stage/layer_compute.h"
 #include "harness/stage/model.h"
 #include "harness/stage/stage_state.h"
+#include "harness/zero/quant_ops.h"
 
 namespace zb {
 
@@ -25,6 +28,7 @@ struct ZeroConfig : StageConfig {
   // layers); off serialises every collective after the compute it follows.
   bool overlap = true;
   int prefetch = 1;
+  int cpu_threads = 0;  // CPU threads of the quantization kernels (0: all)
 };
 
 class ZeroStep {
@@ -55,6 +59,10 @@ class ZeroStep {
   // How long the last step's compute stood waiting for communication: its exposed
   // communication, measured directly (see compute_after).
   double last_exposed_s() const { return exposed_s_; }
+  // How long the last step's quantization kernels ran on the compute engine (0 unquantized).
+  double last_quantize_s() const { return quantize_s_; }
+  // What the step quantizes (the stage's own, or what it takes of the configuration's).
+  const Quantization& quantization() const { return quant_; }
   void set_mode(StepMode mode) { mode_ = mode; }
   void set_layer_compute(LayerCompute* lc) { layer_compute_ = lc; }
   // Logs each step's compute (forward and backward per layer, the update per unit) in program
@@ -80,7 +88,11 @@ class ZeroStep {
   Status update_unit(size_t unit);
   // The collectives, skipped in compute-only mode, awaited at once without overlap.
   Status reduce(const Unit& u, int unit, const void* grad_src);
-  Status gather(int unit, Bf16* into, Event* done, bool backward = false);
+  Status gather(int unit, size_t buffer, Event* done, bool backward = false);
+  // Whether position `pos` of the step's gathers travels quantized, and its dequantization
+  // into the gathered buffer once it has arrived.
+  bool gathers_quantized(size_t pos) const;
+  Status dequantize_gathered(int unit, size_t buffer);
   Status issue_gathers(size_t pos);
   Status keep_node_copy(size_t pos, const Bf16* gathered);
   Status forward();
@@ -91,6 +103,26 @@ class ZeroStep {
   Status layer_backward(const Unit& u, int layer, const Bf16* weights, void* grad);
   Status padding_grad(const Unit& u, const Bf16* weights, void* grad);
   bool computing() const { return mode_ != StepMode::comm_only; }
+
+  // ---- Quantized collectives (zero_quantized.cc).
+  Status create_quantized();
+  Status quantized_gather(int unit, size_t buffer, Group group);
+  Status exchange_amax();  // FP8: every unit's amax, the maximum over its shards
+  // qgZ: a unit's reduction in phases (quantize and the node's all-to-all; sum, requantize and
+  // the all-to-all across nodes; dequantize and add into the shard), each phase started when the
+  // next unit's reduction starts, so the previous one's all-to-all runs behind a unit of
+  // backward. drain_reductions completes every one in flight.
+  struct PendingReduce {
+    int unit, set, phase;
+    Event done;
+  };
+  Status start_reduction(const Unit& u, int unit, const void* grad);
+  Status advance(PendingReduce& p, bool* finished);
+  Status drain_reductions();
+  Status combine(const Unit& u, const uint8_t* pieces, int count);
+  bool kernels_run() const { return mode_ != StepMode::compute_only && compute_.kind() != MemKind::reserved; }
+  uint8_t* gather_send(size_t b) const { return qgather_send_[b].as<uint8_t>(); }
+  uint8_t* gather_recv(size_t b) const { return qgather_recv_[b].as<uint8_t>(); }
 
   Communicator& comm_;
   Compute& compute_;
@@ -111,6 +143,23 @@ class ZeroStep {
   Trace trace_;
   ComputeWaits waits_;               // compute's waits for communication: exposed time
   std::vector<int> log_unit_;        // traffic log index -> unit, for the trace
+
+  Quantization quant_;
+  std::unique_ptr<QuantOps> qops_;
+  double quantize_s_ = 0;
+  // Quantized gathers: per gathered buffer, this rank's block as one piece, and every rank's.
+  std::vector<Buffer> qgather_send_, qgather_recv_;
+  // FP8: each unit's amax of this rank's shard, every rank's, and the unit's (engine memory),
+  // with a host copy where the engine is a GPU.
+  Buffer amax_own_, amax_all_, amax_;
+  std::vector<float> amax_host_;
+  // qgZ's hops: within the node over S ranks (when S > 1 or there is one node) and across the
+  // R nodes (when R > 1); two sets of buffers, each for one unit's reduction in flight, and a
+  // piece dequantized for the final sum.
+  int hop_node_ = 0, hop_cross_ = 0;  // ranks of each hop's group; 0: no such hop
+  Buffer qsend1_[2], qrecv1_[2], qsend2_[2], qrecv2_[2], qsum_;
+  std::deque<PendingReduce> pending_;
+  int next_set_ = 0;
 };
 
 }  // namespace zb

@@ -1,7 +1,8 @@
 """tools/cluster.sh at 2 nodes x 2 ranks: zb_zero's every stage bit for bit, its inter-node
 bytes measured at the nodes' links within 2% of the rings' accounting (and the same-node bytes at
-the nodes' loopbacks), zb_collectives' flat and hierarchical all-reduce likewise; the cluster
-leaves nothing behind, on a normal exit and when its job is stopped by a signal.
+the nodes' loopbacks), the quantized gathers and zpp likewise, zb_collectives' flat and
+hierarchical all-reduce likewise; the cluster leaves nothing behind, on a normal exit and when
+its job is stopped by a signal.
 
 Needs root and network namespaces; skipped with the reason where they are missing."""
 
@@ -81,6 +82,27 @@ def test_zero_every_stage_across_two_nodes(up, tmp_path):
         # Over the tcp BTL a node's ranks talk through its loopback, which counts them too.
         assert intra_bytes <= b["intra_node_bytes_measured"] <= 1.02 * intra_bytes, (stage, r.stdout)
     assert "the node link's counter" in r.stdout
+
+
+def test_quantized_configurations_across_two_nodes(up, tmp_path):
+    # 8 layers of 262144: every rank's piece is 16 whole blocks of 4096, so the bytes are exact.
+    psi, w8, g4 = 8 * 262144, (1 + 4 / 4096) / 2, (1 / 2 + 4 / 4096) / 2
+    rows, r = run_json(up, TCP_RING, "zb_zero", [f"--params={psi}", "--layers=8", "--stages=z3,zpp",
+                                                 "--quantize-weights=int8,fp8", "--iters=2", "--warmup=1"],
+                       tmp_path)
+    got = {name.split("/iterations")[0].split("/params")[0]: b for name, b in rows.items()}
+    ring = 3 / 4 * 2  # a world ring leaves each node once, (N-1)/N of each pass, 2 bytes an element
+    want = {"zero/stage:z3/quantize_weights:int8": (1 + 2 * w8) * psi * ring,
+            "zero/stage:z3/quantize_weights:fp8": (1 + 2 * 0.5) * psi * ring + 2 * 4 * 8 * ring,
+            # zpp: the INT8 gather over all ranks, and qgZ's hop across, where both ranks of a
+            # node send half of their g4/2 of the vector to the other node.
+            "zero/stage:zpp": w8 * psi * ring + 2 * (g4 / 2 * psi) * 1 / 2 * 2}
+    assert set(got) == set(want), r.stdout
+    for name, bytes_ in want.items():
+        b = got[name]
+        assert b["wrong"] == 0, (name, r.stdout)
+        assert b["inter_node_bytes_accounted"] == pytest.approx(bytes_, rel=1e-12), name
+        assert bytes_ <= b["inter_node_bytes_measured"] <= 1.02 * bytes_, (name, r.stdout)
 
 
 def test_collectives_flat_and_hierarchical_across_two_nodes(up, tmp_path):

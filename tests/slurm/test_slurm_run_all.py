@@ -16,7 +16,7 @@ import pytest
 ROOT = os.environ.get("ZB_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("ZB_BIN") or os.path.join(ROOT, "build", "bin")
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "local_slurm.sh")
-RANKED = ("collectives", "zero_wire", "zero")  # ranks launch and wire launch
+RANKED = ("collectives", "zero_wire", "zero", "zero_quantized")  # ranks launch and wire launch
 
 
 @pytest.fixture

@@ -132,7 +132,7 @@ def test_one_rank_skips_the_socket_runs(stubs, tmp_path):
     r = run_all([f"--bin={bin_dir}", "--no-figures", "--quick", "--np=1", f"--out={out}", "--only=zero"], env)
     assert r.returncode == 0, r.stderr
     assert "zero_wire: skipped: one rank moves nothing over a wire" in r.stderr
-    assert "(skips zero_wire)" in r.stderr  # already in the plan
+    assert "(skips zero_wire, zero_quantized)" in r.stderr  # already in the plan
 
 
 def test_gpus_ask_the_binaries_for_the_backend(stubs, tmp_path):

@@ -113,6 +113,37 @@ TEST(StateFormula, WireBytesPerRank) {
   for (Stage s : all_stages()) EXPECT_DOUBLE_EQ(step_traffic(s, 1, psi, 2).wire_bytes, 0);
 }
 
+// Quantized passes: bytes counted as BF16 elements (bytes / 2), blocks of 4096 with an FP32
+// scale each, worked out by hand for 64 ranks in nodes of 8.
+TEST(StateFormula, QuantizedPassesMoveTheirBytes) {
+  const double psi = 64.0 * 4096 * 100, w8 = (1 + 4.0 / 4096) / 2, g4 = (0.5 + 4.0 / 4096) / 2;
+  auto near = [](double got, double want) { EXPECT_NEAR(got, want, 1e-12 * want); };
+  // z3 + qwZ: both gathers INT8, the reduce-scatter BF16.
+  StepTraffic t = step_traffic(Stage::z3, 64, psi, 2, 8, {WeightQuant::int8, GradQuant::none});
+  near(t.all_gather_elements, 2 * w8 * psi);
+  near(t.reduce_scatter_elements, psi);
+  // FP8: half of BF16 per gather, plus every rank's FP32 amax (two BF16 elements) per unit.
+  t = step_traffic(Stage::z3, 64, psi, 2, 8, {WeightQuant::fp8, GradQuant::none}, 10);
+  near(t.all_gather_elements, psi + 2.0 * 64 * 10);
+  // zpp: qgZ's all-to-all within the node (g4) and across nodes (1/8 of it), the INT8 forward
+  // gather over all 64, the BF16 backward gather from the node copy.
+  StepTraffic z = step_traffic(Stage::zpp, 64, psi, 2, 8);
+  EXPECT_DOUBLE_EQ(z.reduce_scatter_elements, 0);
+  near(z.all_to_all_elements, g4 * psi + g4 / 8 * psi);
+  near(z.intra_elements, g4 * psi + psi);
+  near(z.inter_elements, g4 / 8 * psi + w8 * psi);
+  // A node sends one rank's share of the world gather, and all 8 ranks' of the cross hop.
+  near(z.inter_node_bytes, w8 * psi * 63 / 64 * 2 + 8 * (g4 / 8 * psi) * 7 / 8 * 2);
+  const double z3_bytes = step_traffic(Stage::z3, 64, psi, 2, 8).inter_node_bytes;
+  near(z3_bytes, 3 * psi * 63 / 64 * 2);
+  EXPECT_GT(z3_bytes / z.inter_node_bytes, 4.0);  // ZeRO++'s "4x less" across nodes, here 4.15
+  // What a stage cannot quantize is left as it is; zpp's own quantization is not overridden.
+  near(step_traffic(Stage::z2, 64, psi, 2, 8, {WeightQuant::int8, GradQuant::none}).elements,
+       step_traffic(Stage::z2, 64, psi, 2, 8).elements);
+  near(step_traffic(Stage::zpp, 64, psi, 2, 8, {WeightQuant::fp8, GradQuant::int8}).elements, z.elements);
+  near(step_traffic(Stage::hpz, 64, psi, 2, 8, {WeightQuant::int8, GradQuant::int4}).elements, z.elements);
+}
+
 TEST(StateFormula, NamesRoundTripAndBadNamesFail) {
   for (Stage s : all_stages()) {
     Stage back = Stage::dp;
