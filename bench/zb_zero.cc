@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
   for (zb::Stage st : ms.stages) {
     zb::ZeroBenchSetup setup = base;
     setup.config.stage = st;
+    setup.config.slow_fraction = driver.faults().slow_stage == int(st) ? driver.faults().slow_stage_fraction : 0;
     const std::string stage = zb::stage_name(st);
     const std::string tail = zb::model_segments(model, optimizer, grad_dtype);
     if (sweep_us.empty()) {
