@@ -184,7 +184,8 @@ def report(lines, o):
         if kind in o["kinds"]:
             k = sum(int(x[col]) for x in picked)
             lo, hi = wilson(k, len(picked))
-            out.append(f"| {what} | {k} | {len(picked)} | {lo:.2f} to {hi:.2f} |")
+            span = f"{lo:.2f} to {hi:.2f}" if picked else "-"
+            out.append(f"| {what} | {k} | {len(picked)} | {span} |")
     out += ["", "A count shows a rate of at least 95% (19 in 20) only when its interval's lower "
             "end reaches 0.95, which takes 73 of 73; a lower end below it asks for more trials, "
             "while an upper end below 0.95 shows the rate is short of it."]

@@ -72,7 +72,7 @@ def test_a_trial_without_a_report_is_listed_apart(tmp_path, capsys):
                                          encoding="utf-8")
     assert ab_trials.main([f"--tally={tmp_path}"]) == 0
     text = capsys.readouterr().out
-    assert "| A/A runs that passed | 0 | 0 | nan to nan |" in text
+    assert "| A/A runs that passed | 0 | 0 | - |" in text
     assert "1 trials did not finish: ab.sh exit 2 (no ab.md)" in text
 
 
