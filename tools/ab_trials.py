@@ -15,7 +15,8 @@ Kinds:
            full step of STAGE (--b-args=zero=--fault-slow-stage=STAGE:F), each only in its own
            run, so one trial tries both; each plant is caught when a gated timing of it is a
            REGRESSION, and counts only when nothing else fails (no other gated timing, no exact
-           metric, no lost benchmark, no failed run)
+           metric, no lost benchmark, no failed run); a plant whose family --only leaves out is
+           not tried (n/a in trials.csv) and not counted
 
 options:
   --trials=N        trials of each kind (default 20; 3 is a check that the commands work, and
@@ -118,8 +119,13 @@ def judged(folder, ab_args):
     return rows, ab.head(gate, rows, args)[1]
 
 
+NOT_TRIED = "n/a"  # a plant whose run the trial did not hold (ab.sh --only left its family out)
+
+
 def tally(kind, rows, bad, failed_runs, o):
-    """(passed or caught collective, caught stage or None, what else failed) of one trial."""
+    """(passed or caught collective, caught stage, what else failed) of one trial: True or
+    False, None for the stage of an A/A trial, NOT_TRIED for a plant whose gated timings the
+    trial did not measure."""
     failing = [r for r in rows if r.verdict in FAILING]
     if kind == "aa":
         why = [f"{r.benchmark} {r.metric} {r.verdict}" for r in failing]
@@ -134,7 +140,16 @@ def tally(kind, rows, bad, failed_runs, o):
     why = [f"{r.benchmark} {r.metric} {r.verdict}" for r in other]
     if failed_runs:
         why.append("a benchmark run failed")
-    return bool(coll) and clean, bool(stage) and clean, "; ".join(why)
+    tried_coll = any(r.gated and r.benchmark.startswith(o["op"] + "/") for r in rows)
+    tried_stage = any(r.gated and r.metric == "step_s" and r.benchmark.startswith(f"zero/stage:{o['stage']}/")
+                      for r in rows)
+    return (bool(coll) and clean if tried_coll else NOT_TRIED,
+            bool(stage) and clean if tried_stage else NOT_TRIED, "; ".join(why))
+
+
+def _cell(v):
+    """A tally's value as trials.csv holds it: 1, 0, NOT_TRIED, or empty for none."""
+    return "" if v is None else v if v == NOT_TRIED else int(v)
 
 
 def outcome(line, folder, o):
@@ -150,7 +165,7 @@ def outcome(line, folder, o):
         line.update(ok="", stage="", **{"else": f"ab.sh exit {line['rc']} ({e}): see {folder}/ab.log"})
         return line
     a, b, why = tally(line["kind"], rows, bad, failed_runs, o)
-    line.update(ok=int(a), stage="" if b is None else int(b), **{"else": why})
+    line.update(ok=_cell(a), stage=_cell(b), **{"else": why})
     return line
 
 
@@ -180,7 +195,7 @@ def report(lines, o):
     for kind, col, what in (("aa", "ok", "A/A runs that passed"),
                             ("planted", "ok", f"{o['op']} caught, nothing else failed"),
                             ("planted", "stage", f"{o['stage']} step caught, nothing else failed")):
-        picked = [x for x in done if x["kind"] == kind]
+        picked = [x for x in done if x["kind"] == kind and x[col] != NOT_TRIED]
         if kind in o["kinds"]:
             k = sum(int(x[col]) for x in picked)
             lo, hi = wilson(k, len(picked))

@@ -37,6 +37,9 @@ def test_tally_counts_clean_passes_and_clean_catches_only(tmp_path, capsys):
               b_zero=lambda i: zero(i, slow={"z3": 1.12, "dp": 1.2})),
         # the stage missed
         trial(tmp_path, "planted", 3, 1, b_collectives=slow_ar),
+        # a trial without the zero run (ab.sh --only=collectives): its stage was not tried
+        trial(tmp_path, "planted", 4, 1, b_collectives=slow_ar,
+              skip={(side, f"p{i:02d}", "zero.json") for side in "AB" for i in range(1, 8)}),
     ]
     options = {"trials": 3, "kinds": ["aa", "planted"], "fraction": 0.1, "op": "all_reduce",
                "stage": "z3", "ab": ["--pairs=7", "HEAD", "HEAD", "--", "--quick"]}
@@ -49,16 +52,16 @@ def test_tally_counts_clean_passes_and_clean_catches_only(tmp_path, capsys):
     text = capsys.readouterr().out
     assert text == (tmp_path / "trials.md").read_text(encoding="utf-8")
     assert "| A/A runs that passed | 1 | 3 | 0.06 to 0.79 |" in text
-    assert "| all_reduce caught, nothing else failed | 2 | 3 | 0.21 to 0.94 |" in text
+    assert "| all_reduce caught, nothing else failed | 3 | 4 | 0.30 to 0.95 |" in text
     assert "| z3 step caught, nothing else failed | 1 | 3 | 0.06 to 0.79 |" in text
-    assert "Wall time per trial (the CI form, builds included): 601 to 603 s, median 602 s." in text
+    assert "Wall time per trial (the CI form, builds included): 601 to 604 s, median 602 s." in text
     with open(tmp_path / "trials.csv", encoding="utf-8", newline="") as f:
         got = {(x["kind"], x["trial"]): x for x in csv.DictReader(f)}
     assert [got[("aa", str(i))]["ok"] for i in (1, 2, 3)] == ["1", "0", "0"]
     assert got[("aa", "2")]["else"].startswith("all_reduce/bytes:1048576/") and "REGRESSION" in got[("aa", "2")]["else"]
     assert got[("aa", "3")]["else"] == "a benchmark run failed"
-    assert [(got[("planted", str(i))]["ok"], got[("planted", str(i))]["stage"]) for i in (1, 2, 3)] == \
-        [("1", "1"), ("0", "0"), ("1", "0")]
+    assert [(got[("planted", str(i))]["ok"], got[("planted", str(i))]["stage"]) for i in (1, 2, 3, 4)] == \
+        [("1", "1"), ("0", "0"), ("1", "0"), ("1", "n/a")]
     assert got[("planted", "2")]["else"].startswith("zero/stage:dp/") and "step_s REGRESSION" in got[("planted", "2")]["else"]
 
 
