@@ -12,12 +12,16 @@ from dataclasses import dataclass
 
 import gbjson
 from ab_stats import decide
-from compare_rules import compare_exact, kind, with_new_names
+from compare_rules import compare_exact, gated_rule, kind, with_new_names
 
 
 @dataclass
 class AbRow:
-    """One line of ab.md. ratio/low/high are B/A; detectable is relative (0.05 = 5%)."""
+    """One line of ab.md. ratio/low/high are B/A; detectable is relative (0.05 = 5%).
+
+    worse: a timed metric's log worsening per pair of the folder (log B/A for a time, log A/B
+    for a rate; NaN where the pair has no ratio), what the gate tests. gated: why the gate
+    fails on this metric ("" when it is only reported); p: its Holm-adjusted p-value."""
     file: str
     benchmark: str
     metric: str
@@ -29,6 +33,9 @@ class AbRow:
     detectable: float
     verdict: str
     note: str = ""
+    worse: tuple = ()
+    gated: str = ""
+    p: float = math.nan
 
 
 def _gb_files(folder):
@@ -89,8 +96,8 @@ def _ratio(a, b):
     return None
 
 
-def _timed_row(file, bench, metric, k, a_runs, b_runs, pairs, threshold, confidence):
-    ratios, unmeasured, signless = [], 0, 0
+def _timed_row(file, bench, metric, k, a_runs, b_runs, pairs, threshold, confidence, all_pairs):
+    ratios, unmeasured, signless, worse = [], 0, 0, {}
     for p in pairs:
         a, b = _value(a_runs[p], metric), _value(b_runs[p], metric)
         if math.isnan(a) or math.isnan(b):
@@ -101,6 +108,7 @@ def _timed_row(file, bench, metric, k, a_runs, b_runs, pairs, threshold, confide
             signless += 1
         else:
             ratios.append(r)
+            worse[p] = -math.log(r) if k == "higher" else math.log(r)
     if not ratios and not signless:
         return AbRow(file, bench, metric, k, 0, math.nan, math.nan, math.nan, math.nan, "n/a",
                      "not measured")
@@ -110,8 +118,10 @@ def _timed_row(file, bench, metric, k, a_runs, b_runs, pairs, threshold, confide
         notes.append(f"{signless} pairs with a value <= 0 have no ratio")
     if unmeasured:
         notes.append(f"{unmeasured} pairs not measured")
+    # A metric the gate does not judge fails nothing, however much worse.
+    verdict = "worse (not gated)" if d.verdict == "REGRESSION" else d.verdict
     return AbRow(file, bench, metric, k, d.pairs, d.ratio, d.low, d.high, d.detectable,
-                 d.verdict, "; ".join(notes))
+                 verdict, "; ".join(notes), tuple(worse.get(p, math.nan) for p in all_pairs))
 
 
 def _exact_row(file, bench, metric, a_runs, b_runs, pairs, tolerance):
@@ -125,7 +135,8 @@ def _exact_row(file, bench, metric, a_runs, b_runs, pairs, tolerance):
                  row.verdict, row.note)
 
 
-def _benchmark_rows(file, bench, a_runs, b_runs, b_errors, threshold, confidence, tolerances):
+def _benchmark_rows(file, bench, a_runs, b_runs, b_errors, threshold, confidence, tolerances,
+                    all_pairs):
     lost = sorted(p for p in a_runs if p not in b_runs)
     if lost:
         why = next((b_errors[p] for p in lost if p in b_errors), "")
@@ -155,7 +166,7 @@ def _benchmark_rows(file, bench, a_runs, b_runs, b_errors, threshold, confidence
                                    tolerances.get(metric, 0.0)))
         else:
             rows.append(_timed_row(file, bench, metric, k, a_runs, b_runs, pairs, threshold,
-                                   confidence))
+                                   confidence, all_pairs))
     return rows
 
 
@@ -180,6 +191,10 @@ def rows(pair_names, sides, threshold, confidence, tolerances):
                                      math.nan, "new"))
                 continue
             out += _benchmark_rows(file, bench, a_runs, b_runs, b_errors, threshold, confidence,
-                                   tolerances)
+                                   tolerances, pair_names)
+    for r in out:
+        rule = gated_rule(r.file, r.benchmark, r.metric)
+        if rule and r.kind in ("lower", "higher"):
+            r.gated = rule.why
     return out
 

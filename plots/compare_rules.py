@@ -8,9 +8,48 @@ from dataclasses import dataclass
 # The defaults that run_all.sh, compare.py and ab.py share, so that every way of comparing
 # judges the same counter the same way. The gate is "exact": on a shared machine a timing
 # compared across two separate runs moves with the machine, not the code; timings are gated
-# by A/B runs (tools/ab.sh, plots/ab.py), whose paired ratios cancel that drift.
-DEFAULT_GATE = "exact"
+# by A/B runs (tools/ab.sh, plots/ab.py), whose paired ratios cancel that drift. For A/B runs
+# the threshold is the regression the gate must catch (plots/ab_gate.py).
 DEFAULT_THRESHOLD = 0.1
+DEFAULT_GATE = "exact"
+
+
+@dataclass(frozen=True)
+class Gated:
+    """A timed metric the A/B gate fails on: in results file `file`, the benchmarks whose name
+    `benchmark` (a regular expression) finds, their counter `metric`; `why` says why."""
+    file: str
+    benchmark: str
+    metric: str
+    why: str
+
+
+# The A/B gate's timed metrics: what a regression means to a user. Every other timed metric
+# is reported and never fails a run. (Exact metrics, and benchmarks B lost, always fail.)
+GATED = (
+    Gated("collectives.json", r"^(all_reduce|reduce_scatter|all_gather)/bytes:(65536|1048576)/",
+          "busbw_GBps", "each collective's bus bandwidth, at 64 KiB where its latency counts and "
+          "at 1 MiB where its bandwidth does: the rate every bucket and layer of a step moves at"),
+    Gated("zero.json", r"^zero/", "step_s",
+          "each stage's training step with compute and overlap: the time a user waits for"),
+    Gated("zero.json", r"^zero/", "comm_s",
+          "each stage's communication alone: a regression that this compute still hides, and "
+          "a faster device would not"),
+    Gated("optimizer.json", r"^(adam|momentum)/params:1048576/", "GBps",
+          "the optimizer kernels' memory bandwidth at a million parameters: the update's share "
+          "of every step"),
+)
+
+
+def gated_rule(file, benchmark, metric):
+    """The entry of GATED that gates this metric, or None."""
+    return next((g for g in GATED if g.file == file and g.metric == metric
+                 and re.search(g.benchmark, benchmark)), None)
+
+
+# The chance that A/B runs of unchanged code fail the gate: the family-wise error of the
+# whole run, over every gated metric together.
+GATE_ERROR = 0.05
 
 # Counters that follow from the configuration alone: any change is a bug.
 EXACT = {"wrong", "volume_psi_accounted", "bytes_per_param_measured", "bytes_per_param_formula",

@@ -7,6 +7,7 @@ from matplotlib.ticker import FixedLocator, NullFormatter
 # Marker per verdict, so that the verdict reads without colour.
 STYLE = {
     "REGRESSION": {"marker": "s", "color": "#D55E00", "markerfacecolor": "#D55E00"},
+    "worse (not gated)": {"marker": "s", "color": "#D55E00", "markerfacecolor": "white"},
     "improved": {"marker": "^", "color": "#0072B2", "markerfacecolor": "white"},
     "too noisy": {"marker": "x", "color": "0.45", "markerfacecolor": "0.45"},
     "ok": {"marker": "o", "color": "#000000", "markerfacecolor": "white"},

@@ -38,6 +38,10 @@ struct FaultPlan {
   // share of its own duration after it): a planted regression for the A/B tooling.
   int slow_op = -1;        // a Coll value, -1 for none
   double slow_fraction = 0;
+  // Every full step of this stage takes `slow_stage_fraction` longer (zb_zero busy-waits that
+  // share of the step's own duration after it): a planted regression of one stage's step.
+  int slow_stage = -1;     // a Stage value, -1 for none
+  double slow_stage_fraction = 0;
 };
 
 // Who makes a collective progress on a CPU backend. `thread`: a communication thread per

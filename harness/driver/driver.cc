@@ -16,6 +16,7 @@
 #include "harness/core/files.h"
 #include "harness/driver/reporters.h"
 #include "harness/stage/stage_json.h"
+#include "harness/stage/stage.h"
 #include <zb_revision.h>  // generated at build time (cmake/revision.cmake): ZB_GIT_REVISION
 
 namespace zb {
@@ -58,6 +59,9 @@ Driver::Driver(std::string program, std::string summary)
                  "memory form a node), to run node-aware stages on one machine", 0, 1 << 30);
   flags_.add_string("fault-slow", &fault_slow_,
                     "test only: OP:FRACTION makes every OP collective FRACTION longer (mpi backend)");
+  flags_.add_string("fault-slow-stage", &fault_slow_stage_,
+                    "test only: STAGE:FRACTION makes every full step of STAGE FRACTION longer "
+                    "(zb_zero)");
   flags_.add_string("fault-stall", &fault_stall_,
                     "test only: RANK:WAIT makes RANK stop itself (SIGSTOP) at its first wait of "
                     "the driver's of kind WAIT: barrier, reduction, fence, trace or final");
@@ -103,6 +107,18 @@ Status Driver::check_flags() {
                            "all_gather and FRACTION in (0, 100], not '" + fault_slow_ + "'");
     faults_.slow_op = int(op);
     faults_.slow_fraction = frac;
+  }
+  if (!fault_slow_stage_.empty()) {
+    auto parts = split(fault_slow_stage_, ':');
+    Stage stage = Stage::dp;
+    double frac = 0;
+    if (parts.size() != 2 || !parse_stage(parts[0], &stage) || !parse_double(parts[1], &frac) ||
+        frac <= 0 || frac > 100)
+      return Status::error("--fault-slow-stage takes STAGE:FRACTION, STAGE one of " +
+                           join(stage_names(), ", ") + " and FRACTION in (0, 100], not '" +
+                           fault_slow_stage_ + "'");
+    faults_.slow_stage = int(stage);
+    faults_.slow_stage_fraction = frac;
   }
   if (!fault_stall_.empty()) {
     auto parts = split(fault_stall_, ':');

@@ -163,6 +163,7 @@ class Driver {
   bool model_nodes_only_ = false, show_backend_ = false;
   Backend backend_ = Backend::mpi;
   FaultPlan faults_;
+  std::string fault_slow_stage_;
   int stall_rank_ = -1;
   Wait stall_kind_ = Wait::barrier;
   std::vector<std::string> passthrough_;

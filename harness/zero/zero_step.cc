@@ -5,9 +5,28 @@
 
 #include "harness/zero/zero_step.h"
 
+#include "harness/core/clock.h"
+
 namespace zb {
+namespace {
+
+// The test fault --fault-slow-stage: a full step stretched, on its way out, by busy-waiting
+// `fraction` of its own duration, a planted regression of this stage's step and of nothing
+// else (the split's communication-only and compute-only steps keep their time).
+struct StretchedStep {
+  double fraction, t0 = fraction > 0 ? now_seconds() : 0;
+  ~StretchedStep() {
+    if (fraction <= 0) return;
+    const double end = now_seconds(), until = end + fraction * (end - t0);
+    while (now_seconds() < until) {
+    }
+  }
+};
+
+}  // namespace
 
 Status ZeroStep::step() {
+  StretchedStep stretch{mode_ == StepMode::full ? config_.slow_fraction : 0};
   state_->begin_step();
   if (schedule_) schedule_->step();
   waits_.set_host_waits(layer_compute_ && layer_compute_->spec().kind == ComputeSpec::Kind::sleep);

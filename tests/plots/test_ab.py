@@ -1,5 +1,7 @@
-"""plots/ab.py on crafted A/B folders: drift cancels, a planted slowdown is found where it
-was planted and nowhere else, noise is reported, exact metrics and missing runs fail."""
+"""plots/ab.py on crafted A/B folders: drift cancels, a planted slowdown on a gated timing fails
+where it was planted and nowhere else, timings that are not gated never fail however noisy or
+worse, the report's first lines say what the pairs could see, exact metrics and missing runs
+fail."""
 
 import csv
 import os
@@ -33,7 +35,8 @@ def collectives(pair, slow=None, reps=1, outlier=False):
     return doc(rows)
 
 
-def zero(pair, step_factor=1.0, **changed):
+def zero(pair, step_factor=1.0, slow=None, **changed):
+    """zb_zero rows for one run; slow = {stage: factor} of its step_s alone."""
     rows = []
     for stage, bpp in (("dp", 16.0), ("z3", 4.0)):
         step = 0.02 * DRIFT[pair] * step_factor
@@ -41,6 +44,7 @@ def zero(pair, step_factor=1.0, **changed):
                         bytes_per_param_measured=bpp + 0.006,
                         step_s=step, comm_s=step / 2, overlap_eff=0.5, exposed_comm_s=step / 4)
         counters.update(changed)
+        counters["step_s"] *= (slow or {}).get(stage, 1.0)
         rows.append(row(f"zero/stage:{stage}/params:2000000/iterations:3/manual_time",
                         step * 1e3, "ms", **counters))
     return doc(rows)
@@ -82,7 +86,7 @@ def rows_of(ab_md, verdict):
     out = []
     for line in every.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if len(cells) == 7 and cells[6].split(" (")[0] == verdict:
+        if len(cells) == 7 and (cells[6] == verdict or cells[6].startswith(verdict + " (")):
             out.append((cells[0], cells[1]))
     return out
 
@@ -98,19 +102,56 @@ def test_drift_between_pairs_cancels(tmp_path):
     assert len([m for _, m in ok if m == "busbw_GBps"]) == len(OPS) * len(SIZES)
 
 
+def gated_rows(ab_md):
+    """(benchmark, metric, verdict) of the gate's table, the report's first table."""
+    text = ab_md.read_text(encoding="utf-8")
+    table = text[text.index("| benchmark | metric | pairs | B/A | interval | p (Holm)"):]
+    out = []
+    for line in table.split("\n\n")[0].splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        out.append((cells[0], cells[1], cells[7].split(" (")[0]))
+    return out
+
+
+MIB_ALL_REDUCE = "all_reduce/bytes:1048576/dtype:bf16/iterations:5/manual_time"
+Z3 = "zero/stage:z3/params:2000000/iterations:3/manual_time"
+
+
 def test_planted_slowdown_is_flagged_on_its_collective_only(tmp_path):
     d = ab_folder(tmp_path / "ab", b_collectives=lambda i: collectives(i, {"all_reduce": 1.2}))
     r = ab(d)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert r.stdout.splitlines()[-1].startswith("FAIL")
-    flagged = rows_of(d / "ab.md", "REGRESSION")
-    assert {b.split("/")[0] for b, _ in flagged} == {"all_reduce"}
-    assert sorted(m for _, m in flagged) == sorted(["real_time_s", "algbw_GBps",
-                                                   "busbw_GBps"] * len(SIZES))
+    assert r.stdout.splitlines()[0].startswith("FAIL: 1 of 7 gated timings regressed")
+    assert r.stdout.splitlines()[-1] == r.stdout.splitlines()[0]
+    # The gate fails on the one gated timing of all_reduce (busbw at 1 MiB; 4 KiB is not gated).
+    assert rows_of(d / "ab.md", "REGRESSION") == [(MIB_ALL_REDUCE, "busbw_GBps")]
+    # all_reduce's other timings are worse too, reported and not gated.
+    worse = rows_of(d / "ab.md", "worse (not gated)")
+    assert {b.split("/")[0] for b, _ in worse} == {"all_reduce"} and len(worse) == 5
     text = (d / "ab.md").read_text(encoding="utf-8")
-    assert "| 1.2 | 1.2 .. 1.2 |" in text  # median B/A and interval of a time
-    # Every other timed row is decided ok; nothing undecided.
+    assert "| 0.8333 | 0.8333 .. 0.8333 |" in text  # B/A of a rate, and its interval
+    verdicts = {(b, m): v for b, m, v in gated_rows(d / "ab.md")}
+    assert len(verdicts) == 7 and verdicts.pop((MIB_ALL_REDUCE, "busbw_GBps")) == "REGRESSION"
+    assert set(verdicts.values()) == {"ok"}
     assert not rows_of(d / "ab.md", "too noisy")
+
+
+def test_planted_stage_step_is_flagged_on_its_stage_only(tmp_path):
+    # 12% slower z3 steps, with the jitter of real runs: only z3's step_s fails; its comm_s
+    # and dp's step do not.
+    d = ab_folder(tmp_path / "ab", b_zero=lambda i: zero(i, slow={"z3": 1.12}))
+    r = ab(d)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert rows_of(d / "ab.md", "REGRESSION") == [(Z3, "step_s")]
+    assert [x for x in gated_rows(d / "ab.md") if x[2] != "ok"] == [(Z3, "step_s", "REGRESSION")]
+
+
+def test_small_certain_change_of_a_gated_timing_does_not_fail(tmp_path):
+    # 3% slower on every pair: beyond chance, but under half the threshold.
+    d = ab_folder(tmp_path / "ab", b_zero=lambda i: zero(i, slow={"z3": 1.03}))
+    r = ab(d)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not rows_of(d / "ab.md", "REGRESSION")
 
 
 def test_repetitions_within_a_run_enter_as_their_median(tmp_path):
@@ -119,19 +160,42 @@ def test_repetitions_within_a_run_enter_as_their_median(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_noisy_metric_is_reported_undecided(tmp_path):
+def test_noisy_timings_that_are_not_gated_never_fail(tmp_path):
+    # Every timing outside the gate wild and much worse in B: reported, the run passes.
+    noise = (0.7, 1.9, 1.0, 2.6, 0.9, 3.2, 1.4)
+
+    def wild(i):
+        d = collectives(i)
+        for r in d["benchmarks"]:
+            if "bytes:4096/" in r["name"]:
+                r["real_time"] *= 2 * noise[i]
+                r["algbw_GBps"] /= 2 * noise[i]
+                r["busbw_GBps"] /= 2 * noise[i]
+        return d
+
+    d = ab_folder(tmp_path / "ab", b_collectives=wild,
+                  b_zero=lambda i: zero(i, exposed_comm_s=0.03 * noise[i], overlap_eff=0.1 * noise[i]))
+    r = ab(d)
+    assert r.returncode == 0, r.stdout + r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("PASS: 0 of 7 gated timings regressed, 0 of 26 exact metrics differ")
+    assert len(rows_of(d / "ab.md", "worse (not gated)")) + len(rows_of(d / "ab.md", "too noisy")) == 13
+    assert {v for _, _, v in gated_rows(d / "ab.md")} == {"ok"}
+    assert "Reported, not gated: 21 timed metrics:" in (d / "ab.md").read_text(encoding="utf-8")
+
+
+def test_noisy_gated_timing_says_how_many_pairs_it_needs(tmp_path):
     noise = (0.7, 1.3, 1.0, 1.1, 0.9, 1.2, 0.8)
     d = ab_folder(tmp_path / "ab", b_zero=lambda i: zero(i, comm_s=0.01 * DRIFT[i] * noise[i]))
     r = ab(d)
     assert r.returncode == 0, r.stdout + r.stderr
-    last = r.stdout.splitlines()[-1]
-    assert last.startswith("PASS") and "2 too noisy" in last and "2 metrics undecided" in last
-    assert [m for _, m in rows_of(d / "ab.md", "too noisy")] == ["comm_s", "comm_s"]
-    assert "comm_s" not in r.stdout  # the console lists what fails; ab.md all of it
-    text = (d / "ab.md").read_text(encoding="utf-8")
-    undecided = text[text.index("### Undecided"):text.index("### Every metric")]
-    assert undecided.count("| zero.json |") == 2
-    assert "42.9%" in undecided  # detectable: the median 1.0 down to 0.7
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("PASS: 0 of 7 gated timings regressed")
+    # Detectable: (t(1 - 0.05/7, 6) + t(0.95, 6)) x the standard error of the log ratios.
+    assert lines[1].startswith("Detectable (caught in 95% of runs) with 7 pairs: 5% to ")
+    assert "5 of 7 gated timings reach the 10% threshold" in lines[1]
+    assert lines[2].startswith("Pairs: ") and "more) would bring every gated timing to 10%" in lines[2]
+    assert [m for _, m, v in gated_rows(d / "ab.md") if v == "too noisy"] == ["comm_s", "comm_s"]
     assert ab(d, "--undecided=fail").returncode == 1
 
 
@@ -173,7 +237,8 @@ def test_figure_csv_holds_the_numbers_of_the_table(tmp_path):
         # Oriented so that > 1 is worse: a 20% longer time and the matching lower bandwidth.
         expected = 1.2 if r["benchmark"].startswith("all_reduce") else 1.0
         assert float(r["worse_median"]) == pytest.approx(expected), r
-        assert r["verdict"] == ("REGRESSION" if expected > 1 else "ok")
+        gated = r["benchmark"] == MIB_ALL_REDUCE and r["metric"] == "busbw_GBps"
+        assert r["verdict"] == ("ok" if expected == 1 else "REGRESSION" if gated else "worse (not gated)")
 
 
 @pytest.mark.parametrize("damage", ["no_b", "pair_names", "four_pairs", "bad_json", "empty"])
@@ -196,8 +261,8 @@ def test_bad_input_exits_2_with_one_line_and_no_report(tmp_path, damage):
     assert not (d / "ab.md").exists()
 
 
-@pytest.mark.parametrize("flag", ["--threshold=0", "--threshold=x", "--confidence=1",
-                                  "--tolerance=bytes_per_param", "--undecided=maybe"])
+@pytest.mark.parametrize("flag", ["--threshold=0", "--threshold=x", "--confidence=1", "--error=0",
+                                  "--error=1", "--tolerance=bytes_per_param", "--undecided=maybe"])
 def test_bad_flag_exits_2_with_one_line(tmp_path, flag):
     r = ab(ab_folder(tmp_path / "ab"), flag)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr

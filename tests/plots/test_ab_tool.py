@@ -99,3 +99,14 @@ def test_run_all_extra_args_reach_one_run_only(tmp_path):
     assert "fault-slow" not in runs["plan"]["command"]
     assert "figures: skipped" in r.stderr and not (out / "figures").exists()
     assert f"binaries from {os.path.abspath(BIN)} (not building)" in r.stderr
+
+
+@pytest.mark.skipif(not os.access(os.path.join(BIN, "zb_zero"), os.X_OK), reason="zb_zero not built")
+@pytest.mark.parametrize("value", ["z9:0.1", "z2:0", "z2", "z2:x", "z2:101", ":0.1"])
+def test_bad_fault_slow_stage_exits_2_with_one_line(tmp_path, value):
+    # The planted stage slowdown of tools/ab_trials.py: a typo must stop the run, not plant
+    # nothing (a trial would then count a miss that is not the gate's).
+    r = run([os.path.join(BIN, "zb_zero"), f"--fault-slow-stage={value}"], tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.startswith("zb_zero: --fault-slow-stage takes STAGE:FRACTION, STAGE one of dp,")
+    assert r.stderr.endswith(f"and FRACTION in (0, 100], not '{value}'\n") and r.stderr.count("\n") == 1
