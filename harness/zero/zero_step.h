@@ -56,7 +56,9 @@ class ZeroStep {
   // communication, measured directly (see compute_after).
   double last_exposed_s() const { return exposed_s_; }
   void set_mode(StepMode mode) { mode_ = mode; }
-  void set_layer_compute(LayerCompute* lc) { layer_compute_ = lc; }
+  void set_layer_compute(LayerCompute* lc) { layer_compute_ = lc, waits_.set_layer_compute(lc); }
+  // The last step's waits on the host, each with the collective it waited for.
+  const ComputeWaits& waits() const { return waits_; }
   // Logs each step's compute (forward and backward per layer, the update per unit) in program
   // order, beside the collectives a recording communicator logs (zb_predict).
   void set_schedule_log(ScheduleLog* log) { schedule_ = log; }
