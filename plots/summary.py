@@ -131,7 +131,7 @@ def predict_section(results):
     rows = []
     stages = by_stage(picks)
     _, order, _ = stage_order(results, ["predict.json"], stages.values())
-    for stage in order:
+    for stage in (s for s in order if s in stages):  # zb_predict --stages may name a few
         p = stages[stage]
         pct = lambda v: "n/a" if math.isnan(v) else f"{v * 100:+.1f}%"  # noqa: E731
         rows.append([stage, fmt(p.value("collectives"), 0), ms(p.value("comm_s_predicted")),
