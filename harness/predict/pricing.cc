@@ -5,7 +5,6 @@ namespace zb {
 
 CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
   const int ranks = c.ranks > 0 ? c.ranks : topo_.size;
-  if (ranks < 2) return CollCost{0, 0, false};  // one rank: nothing crosses a link
   const bool spans = c.group == Group::cross || (c.group == Group::world && topo_.nodes > 1);
   const Tier tier = spans ? Tier::inter : Tier::intra;
   // A world over several nodes of several ranks: a flat ring with hops of both tiers.
@@ -19,6 +18,7 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
       return CollCost{p.seconds, handoff, p.extrapolated};
     }
   }
+  if (ranks < 2) return CollCost{0, 0, false};  // one rank, unswept: nothing crosses a link
   LinkFit inter = tiers_.inter;
   if (rate_set) inter.seconds_per_byte = 8e-9 / inter_gbps_;
   const LinkFit& link = spans ? inter : tiers_.intra;

@@ -123,6 +123,27 @@ TEST(Pricer, ReadsTheSweepWhereItTimedTheCollectiveAndScalesTheRingElsewhere) {
   EXPECT_NE(missing.message().find("inter-node"), std::string::npos) << missing.message();
 }
 
+TEST(Pricer, OneRankIsReadOffTheSweepWhereItWasTimed) {
+  // nccl-tests at one GPU (-g 1) still times each collective (a copy on the device): a step
+  // predicted at one rank from it costs those times, not nothing.
+  SweepSeries one;
+  one.op = Coll::all_reduce, one.dtype = "bf16", one.group = "world", one.ranks = 1, one.tier = Tier::intra;
+  one.points = {{65536, 5e-6}, {131072, 7e-6}};
+  Sweep sweep;
+  ASSERT_TRUE(Sweep::from_series({one}, 1, 1, 0, &sweep));
+  const Tiers tiers = fit_tiers(sweep);
+  Topology solo;
+  ASSERT_TRUE(modelled_topology(1, 1, &solo));
+  Status missing;
+  CollCost c = Pricer(sweep, tiers, solo).cost(rec(Coll::all_reduce, 98304, Group::world, 1), &missing);
+  EXPECT_FALSE(c.modelled);
+  EXPECT_NEAR(c.seconds, 6e-6, 1e-15);  // halfway between the two swept sizes
+  // An op the sweep did not time over one rank: nothing crosses a link, so it costs nothing.
+  c = Pricer(sweep, tiers, solo).cost(rec(Coll::all_gather, 98304, Group::world, 1), &missing);
+  EXPECT_EQ(c.seconds, 0);
+  EXPECT_TRUE(missing);
+}
+
 // nccl-tests 2.19's -J output, as src/util.cu writes it (version 3), for all_gather_perf on 2
 // processes of 4 GPUs on two hosts: "size" the full buffer, times in microseconds, one
 // in-place time "nan", one size timed twice (-N 2).
