@@ -8,9 +8,11 @@
 #include "harness/core/files.h"
 #include "harness/driver/flags.h"
 #include "harness/driver/model_flags.h"
+#include "harness/driver/table.h"
 #include "harness/plan/pipeline_formula.h"
 #include "harness/plan/pipeline_plan.h"
 #include "harness/plan/plan.h"
+#include "harness/predict/link_rate.h"
 #include "harness/predict/replay.h"
 #include "harness/stage/stage_json.h"
 
@@ -27,8 +29,10 @@ struct Options {
   // The required_link_gbps column: a sweep to price the collectives, the compute per layer.
   std::string sweep, compute = "none";
   int64_t layers = 32;
-  double exposed_limit = 0.05, handoff_us = 10;
+  // NaN until given, so that either given without --sweep is refused; then their defaults.
+  double exposed_limit = NAN, handoff_us = NAN;
 };
+
 
 // Each row's required_link_gbps: the row's stage stepped over its dp ranks (dp_per_node to a
 // node) on a model of its GPU's parameters, recorded and replayed as zb_predict does.
@@ -122,8 +126,10 @@ int main(int argc, char** argv) {
   flags.add_int("layers", &o.layers, "with --sweep: layers of the model stepped", 1, 1 << 20);
   flags.add_double("exposed-limit", &o.exposed_limit, "with --sweep: the share of the step exposed communication may "
                    "take", 1e-6, 1);
+  flags.set_default_text("exposed-limit", zb::fmt(zb::kDefaultExposedLimit, 2));
   flags.add_double("handoff-us", &o.handoff_us, "with --sweep: a blocking wait's hand-off where the sweep timed none "
                    "(as zb_predict's)", 0, 1e6);
+  flags.set_default_text("handoff-us", zb::fmt(zb::kDefaultHandoffUs, 0));
   flags.add_string("json", &o.json_path, "also write the rows as JSON to this path");
   flags.allow_benchmark_flags(false);
 
@@ -150,12 +156,16 @@ int main(int argc, char** argv) {
   zb::Sweep sweep;
   zb::ComputeSpec compute;
   const bool priced = !o.sweep.empty();
+  if (s && !priced && (o.compute != "none" || o.layers != 32 || !std::isnan(o.exposed_limit) ||
+                       !std::isnan(o.handoff_us)))
+    s = zb::Status::error("--compute, --layers, --exposed-limit and --handoff-us describe the step --sweep prices; "
+                          "give --sweep too");
+  if (std::isnan(o.exposed_limit)) o.exposed_limit = zb::kDefaultExposedLimit;
+  if (std::isnan(o.handoff_us)) o.handoff_us = zb::kDefaultHandoffUs;
   if (s && priced) s = zb::Sweep::load(o.sweep, o.handoff_us * 1e-6, &sweep);
   if (s) s = zb::parse_compute_spec(o.compute, &compute);
   if (s && compute.kind == zb::ComputeSpec::Kind::gemm)
     s = zb::Status::error("--compute=gemm has no time to plan with; use sleep:US or spin:US");
-  if (s && !priced && (o.compute != "none" || o.layers != 32))
-    s = zb::Status::error("--compute and --layers describe the step --sweep prices; give --sweep too");
   const zb::Tiers tiers = priced ? zb::fit_tiers(sweep) : zb::Tiers();
   if (s && o.slots != std::vector<int64_t>{2} && !offload)
     s = zb::Status::error("--slots needs --offload=grads|optimizer|weights");

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "bench/bench_names.h"
 #include "bench/predict_bench.h"
@@ -21,15 +22,11 @@
 
 namespace {
 
-// The hand-off of a blocking wait where the sweep did not time one (nccl-tests never does):
-// a host thread or a stream woken by a CUDA event, some microseconds.
-constexpr double kDefaultHandoffUs = 10;
-
 struct Options {
   std::string sweep, compute = "none", trace, measured, link_gbps;
   std::vector<int64_t> microbatches;  // empty: zb_zero's steps
   int64_t ranks = 0, prefetch = 1, pp = 2, pp_rank = 0;
-  double handoff_us = kDefaultHandoffUs, exposed_limit = 0.05;
+  double handoff_us = zb::kDefaultHandoffUs, exposed_limit = zb::kDefaultExposedLimit;
   bool overlap = true, explain = false;
 };
 
@@ -62,7 +59,9 @@ std::string measured_trace(const zb::Results& measured, const std::string& measu
 }
 
 zb::Status parse_rates(const std::string& text, std::vector<double>* out) {
-  for (const std::string& item : zb::split(text, ',')) {
+  std::vector<std::string> items = zb::split(text, ',');
+  if (!text.empty() && text.back() == ',') items.push_back("");  // split drops a last empty item
+  for (const std::string& item : items) {
     double g = 0;
     if (!zb::parse_double(item, &g) || !(g > 0) || g > zb::kMaxLinkGbps)
       return zb::Status::error("--link-gbps=" + text + ": '" + item + "' is not a rate in (0, 1e5] Gbit/s");
@@ -88,11 +87,12 @@ int main(int argc, char** argv) {
             "more ranks than swept are priced from each tier's fitted link", 0, 1 << 20);
   f.add_double("handoff-us", &opt.handoff_us, "microseconds a blocking wait pays after its collective ends, where "
                "the sweep did not time it (nccl-tests never does; zb_collectives does with --serial)", 0, 1e6);
-  f.set_default_text("handoff-us", zb::fmt(kDefaultHandoffUs, 0));
+  f.set_default_text("handoff-us", zb::fmt(zb::kDefaultHandoffUs, 0));
   f.add_string("link-gbps", &opt.link_gbps, "predict with the links between nodes at each of these rates, Gbit/s "
                "(a list 10,25,100): a benchmark per rate, the fitted latency kept");
   f.add_double("exposed-limit", &opt.exposed_limit, "required_link_gbps: the share of the step exposed "
                "communication may take", 1e-6, 1);
+  f.set_default_text("exposed-limit", zb::fmt(zb::kDefaultExposedLimit, 2));
   f.add_bool("explain", &opt.explain, "with --measured: line every predicted collective and wait up against the "
              "measured step's trace (zb_zero --trace) and name the largest differences");
   zb::ModelFlagSpec spec;
@@ -150,6 +150,17 @@ int main(int argc, char** argv) {
                           " ranks modelled are on one node: give --ranks-per-node below --ranks");
   if (s && !rates.empty() && !tiers.inter.ok())
     s = zb::Status::error("--link-gbps needs a sweep across nodes, to fit the links' latency to");
+  if (s && opt.explain && !opt.microbatches.empty())
+    s = zb::Status::error("--explain lines up zb_zero's steps against their traces; not with --microbatches");
+  // Each stage's measured trace, found before MPI starts so that a missing one is bad input.
+  std::map<zb::Stage, std::string> explain_traces;
+  for (zb::Stage st : ms.stages) {
+    if (!s || !opt.explain) break;
+    std::string& path = explain_traces[st] = measured_trace(measured, opt.measured, zb::stage_name(st));
+    if (path.empty())
+      s = zb::Status::error("--explain: " + opt.measured + " names no trace of " + zb::stage_name(st) +
+                            " that can be read; run zb_zero with --trace=PATH");
+  }
   if (!s) return driver.bad_flag(s);
   code = driver.start();
   if (code >= 0) return code;
@@ -193,12 +204,7 @@ int main(int argc, char** argv) {
     const std::string stage = zb::stage_name(st);
     if (microbatches.empty()) {
       setup.trace_path = zb::per_stage_path(opt.trace, stage, count);
-      if (opt.explain) {
-        setup.explain_trace = measured_trace(measured, opt.measured, stage);
-        if (setup.explain_trace.empty())
-          return driver.bad_flag(zb::Status::error("--explain: " + opt.measured + " names no trace of " + stage +
-                                                   " that can be read; run zb_zero with --trace=PATH"));
-      }
+      if (opt.explain) setup.explain_trace = explain_traces.at(st);
       add(setup, zb::zero_benchmark_name(st, model, optimizer, grad_dtype, opt.compute, opt.overlap), stage);
       continue;
     }

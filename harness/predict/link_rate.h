@@ -10,6 +10,9 @@ namespace zb {
 
 // Rates searched, Gbit/s: from a slow WAN to beyond any link sold.
 constexpr double kMinLinkGbps = 1e-3, kMaxLinkGbps = 1e5;
+// The share of the step exposed communication may take (--exposed-limit's default): 5%, a
+// step slowed by its network no more than run-to-run noise slows it.
+constexpr double kDefaultExposedLimit = 0.05;
 
 // The lowest rate r in [kMinLinkGbps, kMaxLinkGbps] with exposed_s <= limit x step_s for the
 // step `predict_at(r)` predicts, to a relative 1e-6 (bisection on log r: the exposed share only

@@ -31,6 +31,11 @@ struct SweepSeries {
   std::string file;
 };
 
+// The hand-off of a blocking wait where the sweep timed none (nccl-tests never does): a host
+// thread or a stream woken by a CUDA event, some microseconds. zb_predict's and zb_plan's
+// --handoff-us default.
+constexpr double kDefaultHandoffUs = 10;
+
 class Sweep {
  public:
   // `paths`: one file or several, comma-separated, each zb_collectives results (Google

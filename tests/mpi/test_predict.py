@@ -170,7 +170,6 @@ def test_sizes_beyond_the_sweep_are_flagged():
 
 BAD = [["--params=1e6"],                            # no --sweep
        ["--sweep=/no/such.json"],
-       ["--sweep=SWEEP", "--ranks=4"],              # the sweep is at 2 ranks
        ["--sweep=SWEEP", "--compute=gemm:64"],
        ["--sweep=SWEEP", "--stages=z9"],
        ["--sweep=SWEEP", "--trace=/no/such/dir/t.json"],
