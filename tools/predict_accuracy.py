@@ -132,8 +132,13 @@ def causes(a, tmp):
                   f"| {bucket * 1e3:.3f} | {ok} |")
 
 
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit 2, as every zerobench tool refuses bad input
+        die(message)
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__)
+    p = Parser(description=__doc__)
     p.add_argument("table", choices=["one-node", "causes"], help="one-node: the predictor's errors at each "
                    "--ranks; causes: exposed communication by cause, sleep against sleep-for")
     p.add_argument("--ranks", default="2,4", help="one-node: rank counts, a list (default 2,4)")
