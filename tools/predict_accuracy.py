@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """predict_accuracy.py: zb_predict's accuracy tables (docs/predict.md), measured here: the
-one-node errors over repetitions of the default run's configuration, and a step's exposed
-communication by cause with the schedule-keeping sleep and the old sleep-for."""
+one-node errors over repetitions of the default run's configuration, a step's exposed
+communication by cause with the schedule-keeping sleep and the old sleep-for, and on
+tools/cluster.sh (root) other link rates and more ranks predicted from one sweep."""
 import argparse
 import json
 import os
@@ -24,6 +25,11 @@ SWEEP = ["--progress=thread", "--serial", "--min-bytes=64K", "--max-bytes=4M", "
          "--warmup=2"]
 # The issue's configuration for exposure by cause: 16 layers, 2 MiB buckets, 5 ms per layer.
 CAUSES_MODEL = ["--params=16e6", "--layers=16", "--bucket-mb=2"]
+# The cluster tables: links that set the time, compute that hides most of it.
+LINK_MODEL = ["--params=8e6", "--layers=16", "--bucket-mb=2"]
+LINK_COMPUTE = "--compute=sleep:5000"
+CLUSTER = os.path.join(ROOT, "tools", "cluster.sh")
+CLUSTER_NAME = "zbacc"
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
 
 
@@ -32,9 +38,11 @@ def die(msg):
     sys.exit(2)
 
 
-def run(bin_dir, ranks, program, args):
+def run(bin_dir, ranks, program, args, cluster=False):
     cmd = [os.path.join(bin_dir, program), *args]
-    if ranks:
+    if cluster:
+        cmd = [CLUSTER, "run", f"--name={CLUSTER_NAME}", "--", *cmd]
+    elif ranks:
         cmd = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none", *cmd]
     proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
@@ -132,6 +140,80 @@ def causes(a, tmp):
                   f"| {bucket * 1e3:.3f} | {ok} |")
 
 
+def on_cluster(nodes, per_node, gbps, work):
+    """Runs work() on a cluster of nodes x per_node ranks, links at gbps; always taken down."""
+    up = [CLUSTER, "up", f"--name={CLUSTER_NAME}", f"--nodes={nodes}", f"--ranks-per-node={per_node}"]
+    proc = subprocess.run(up + ([f"--link-gbps={gbps}"] if gbps else []), capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"predict_accuracy.py: {' '.join(up)}: {proc.stderr.strip()}", file=sys.stderr)
+        sys.exit(1)
+    try:
+        work()
+    finally:
+        subprocess.run([CLUSTER, "down", f"--name={CLUSTER_NAME}"], capture_output=True)
+
+
+def cluster_sweep(a, path, groups="world,node,cross"):
+    run(a.bin, 0, "zb_collectives", [f"--groups={groups}", "--progress=thread", "--serial", "--min-bytes=64K",
+                                     "--max-bytes=8M", "--step-factor=2", "--iters=5", "--warmup=2",
+                                     f"--json={path}"], cluster=True)
+
+
+def cluster_zero(a, path, compute):
+    run(a.bin, 0, "zb_zero", [*LINK_MODEL, compute, "--overlap=on", "--iters=5", "--warmup=2", "--no-check",
+                              f"--json={path}"], cluster=True)
+
+
+def links(a, tmp):
+    """2 nodes x 1: the sweep at --sweep-gbps predicts each --rates; each rate measured."""
+    sweep = os.path.join(tmp, "links_sweep.json")
+    on_cluster(2, 1, a.sweep_gbps, lambda: cluster_sweep(a, sweep))
+    measured = {}
+    for r in a.rates:
+        measured[r] = os.path.join(tmp, f"links_zero_{r}.json")
+        on_cluster(2, 1, r, lambda: cluster_zero(a, measured[r], LINK_COMPUTE))
+    pred = os.path.join(tmp, "links_predict.json")
+    run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", *LINK_MODEL, LINK_COMPUTE, "--overlap=on",
+                                 "--link-gbps=" + ",".join(str(r) for r in a.rates), f"--json={pred}"])
+    predicted = {}
+    with open(pred) as f:
+        for b in json.load(f)["benchmarks"]:
+            stage = b["name"].split("stage:")[1].split("/")[0]
+            predicted[(stage, float(b["link_gbps"]))] = b
+    print(f"sweep at {a.sweep_gbps} Gbit/s; exposed share: measured exposed_comm_s / step_s")
+    print("| stage | Gbit/s | step measured (ms) | step predicted (ms) | error | exposed share | required Gbit/s |")
+    print("|---|---|---|---|---|---|---|")
+    for stage in STAGES:
+        for r in a.rates:
+            m, p = rows(measured[r]).get(stage), predicted.get((stage, float(r)))
+            if not m or not p:
+                continue
+            step = m["step_s"]
+            print(f"| {stage} | {r:g} | {step * 1e3:.1f} | {p['step_s_predicted'] * 1e3:.1f} "
+                  f"| {p['step_s_predicted'] / step - 1:+.1%} | {m['exposed_comm_s'] / step:.1%} "
+                  f"| {p['required_link_gbps']:.3g} |")
+
+
+def more_ranks(a, tmp):
+    """A sweep on 2 nodes x 1 (and one of one node's 2 ranks for the intra-node link) predicts
+    4 x 1 and 2 x 2, each then measured."""
+    inter, intra = os.path.join(tmp, "ranks_inter.json"), os.path.join(tmp, "ranks_intra.json")
+    on_cluster(2, 1, a.sweep_gbps, lambda: cluster_sweep(a, inter))
+    on_cluster(1, 2, None, lambda: cluster_sweep(a, intra, "world"))
+    print(f"sweep on 2 x 1 at {a.sweep_gbps} Gbit/s and on 1 x 2; compute none: comm_s is the step")
+    print("| nodes x ranks | stage | comm_s measured (ms) | predicted (ms) | comm_error |")
+    print("|---|---|---|---|---|")
+    for nodes, per_node in ((4, 1), (2, 2)):
+        zero, pred = (os.path.join(tmp, f"ranks_{n}_{nodes}x{per_node}.json") for n in ("zero", "predict"))
+        on_cluster(nodes, per_node, a.sweep_gbps, lambda: cluster_zero(a, zero, "--compute=none"))
+        run(a.bin, 0, "zb_predict", [f"--sweep={inter},{intra}", *LINK_MODEL, "--compute=none", "--overlap=on",
+                                     "--ranks=4", f"--ranks-per-node={per_node}", f"--measured={zero}",
+                                     f"--json={pred}"])
+        for stage, b in rows(pred).items():
+            print(f"| {nodes} x {per_node} | {stage} | {b['comm_s_measured'] * 1e3:.1f} "
+                  f"| {b['comm_s_predicted'] * 1e3:.1f} | {b['comm_error']:+.1%} |")
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # one line and exit 2, as every zerobench tool refuses bad input
         die(message)
@@ -139,10 +221,12 @@ class Parser(argparse.ArgumentParser):
 
 def main(argv=None):
     p = Parser(description=__doc__)
-    p.add_argument("table", choices=["one-node", "causes"], help="one-node: the predictor's errors at each "
-                   "--ranks; causes: exposed communication by cause, sleep against sleep-for")
+    p.add_argument("table", choices=list(TABLES), help="one-node: the predictor's errors at each --ranks; causes: "
+                   "exposed communication by cause, sleep against sleep-for; links, more-ranks: on tools/cluster.sh")
     p.add_argument("--ranks", default="2,4", help="one-node: rank counts, a list (default 2,4)")
     p.add_argument("--reps", type=int, default=5, help="repetitions whose median is reported (default 5)")
+    p.add_argument("--rates", default="0.5,1,2,4", help="links: link rates measured, Gbit/s (default 0.5,1,2,4)")
+    p.add_argument("--sweep-gbps", type=float, default=1, help="links, more-ranks: the link rate swept at (default 1)")
     p.add_argument("--bin", default=os.environ.get("ZB_BIN", os.path.join(ROOT, "build", "bin")),
                    help="the folder of zerobench's binaries (default $ZB_BIN, else build/bin)")
     a = p.parse_args(argv)
@@ -150,14 +234,22 @@ def main(argv=None):
         a.ranks = [int(r) for r in a.ranks.split(",")]
     except ValueError:
         die(f"--ranks={a.ranks}: not a list of rank counts")
+    try:
+        a.rates = [float(r) for r in a.rates.split(",")]
+    except ValueError:
+        die(f"--rates={a.rates}: not a list of rates")
+    if any(not r > 0 for r in a.rates + [a.sweep_gbps]):
+        die("--rates and --sweep-gbps take rates above 0 Gbit/s")
     if any(r < 2 for r in a.ranks) or a.reps < 1:
         die("--ranks takes counts of 2 or more, --reps 1 or more")
     if not os.path.isfile(os.path.join(a.bin, "zb_predict")):
         die(f"--bin={a.bin} holds no zb_predict: build first (tools/build.sh)")
     with tempfile.TemporaryDirectory() as tmp:
-        (one_node if a.table == "one-node" else causes)(a, tmp)
+        TABLES[a.table](a, tmp)
     return 0
 
+
+TABLES = {"one-node": one_node, "causes": causes, "links": links, "more-ranks": more_ranks}
 
 if __name__ == "__main__":
     sys.exit(main())

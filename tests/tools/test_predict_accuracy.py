@@ -11,6 +11,9 @@ BAD = [(["one-node", "--ranks=2,x"], "--ranks=2,x"),
        (["causes", "--reps=0"], "--reps 1 or more"),
        (["causes", "--reps=many"], "--reps"),
        (["sideways"], "sideways"),
+       (["links", "--rates=1,x"], "--rates=1,x"),
+       (["links", "--rates=1,0"], "above 0"),
+       (["more-ranks", "--sweep-gbps=-1"], "above 0"),
        (["one-node", "--bin=/no/such/dir"], "holds no zb_predict")]
 
 
