@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "harness/core/clock.h"
+#include "harness/driver/wait_causes.h"
 #include "harness/plan/pipeline_formula.h"
 #include "harness/plan/state_formula.h"
 
@@ -40,7 +41,8 @@ Status stage_seconds(Driver& d, LayerCompute& lc, Compute& compute, const Pipeli
   return d.max_over_ranks(bwd);
 }
 
-Status traced_step(Driver& d, PipelineStep& p, const PipelineConfig& c, const std::string& path) {
+Status traced_step(Driver& d, PipelineStep& p, const PipelineConfig& c, const std::string& path,
+                   double clock_offset_s) {
   size_t first = d.comm().traffic().size();
   ZB_RETURN_IF_ERROR(d.comm().barrier());
   p.trace().clear();
@@ -52,9 +54,14 @@ Status traced_step(Driver& d, PipelineStep& p, const PipelineConfig& c, const st
   p.add_comm_spans(first, origin);
   p.trace().enable(false);
   d.comm().set_record_times(false);
+  std::vector<CollRecord> recs = d.comm().traffic().records();
+  if (p.waits().host_waits()) {  // each wait in its two parts, as zb_zero's trace
+    LastIssue last;
+    ZB_RETURN_IF_ERROR(last_issues(d, recs, clock_offset_s, &last));
+    split_wait_spans(p.waits().step_waits(), last, &p.trace().spans());
+  }
   // The traffic log's own count of the step's collectives, so a reader can check the trace.
   int counts[3] = {0, 0, 0};
-  std::vector<CollRecord> recs = d.comm().traffic().records();
   for (size_t i = first; i < recs.size(); ++i) ++counts[int(recs[i].op)];
   const PipelineShape& s = c.shape;
   std::string meta = "\"stage\": \"" + std::string(stage_name(c.stage)) + "\", \"ranks\": " +
@@ -88,22 +95,36 @@ Status run_pipeline_benchmark(Run& run, Compute& compute, const PipelineBenchSet
   for (double s : idle) out->idle_s += s;
   p->set_idle(idle);
   const double psi = double(p->layout().flat.params);
+  double clock_offset_s = 0;
+  ZB_RETURN_IF_ERROR(clock_offset(d, &clock_offset_s));
   comm.traffic().clear();
 
   Timing t;
+  std::vector<std::vector<WaitRecord>> step_waits;  // every step's, the timed ones last
   auto step = [&]() -> Status {
     ZB_RETURN_IF_ERROR(p->step());
     // Measured where compute waited.
     run.sample("exposed", p->last_exposed_s());
     run.sample("tail", p->last_tail_s());
+    step_waits.push_back(p->waits().step_waits());
     return Status::ok();
   };
+  comm.set_record_times(true);  // every collective's issue time, for the skew
   ZB_RETURN_IF_ERROR(run.per_iteration(step, &t));
+  comm.set_record_times(false);
+  LastIssue last;
+  ZB_RETURN_IF_ERROR(last_issues(d, comm.traffic().records(), clock_offset_s, &last));
+  step_waits.erase(step_waits.begin(), step_waits.end() - std::min<ptrdiff_t>(ptrdiff_t(step_waits.size()),
+                                                                             ptrdiff_t(d.iterations())));
+  ExposedByCause causes;
+  ZB_RETURN_IF_ERROR(gather_exposed_by_cause(d, step_waits, last, &causes));
+  if (!p->waits().host_waits()) causes = ExposedByCause();
   run.report(t);
   out->step_s = t.median_s;
   out->exposed_s = t.side("exposed");
   out->tail_s = t.side("tail");
-  if (!setup.trace_path.empty()) ZB_RETURN_IF_ERROR(traced_step(d, *p, config, setup.trace_path));
+  if (!setup.trace_path.empty())
+    ZB_RETURN_IF_ERROR(traced_step(d, *p, config, setup.trace_path, clock_offset_s));
   ZB_RETURN_IF_ERROR(p->finish());
 
   const double steps = double(p->steps_done());
@@ -185,6 +206,9 @@ Status run_pipeline_benchmark(Run& run, Compute& compute, const PipelineBenchSet
   run.counter("compute_s", out->compute_s);
   run.counter("comm_s", out->comm_s);
   run.counter("exposed_comm_s", out->exposed_s);
+  run.counter("skew_wait_s", causes.skew_s);
+  run.counter("wire_wait_s", causes.wire_s);
+  run.counter("late_rank", causes.late_rank);
   run.counter("tail_comm_s", out->tail_s);
   run.counter("schedule_idle_s", out->idle_s);
   run.counter("chunk_reduce_s", out->chunk_reduce_s);

@@ -8,9 +8,12 @@
 #include "harness/core/files.h"
 #include "harness/driver/flags.h"
 #include "harness/driver/model_flags.h"
+#include "harness/driver/table.h"
 #include "harness/plan/pipeline_formula.h"
 #include "harness/plan/pipeline_plan.h"
 #include "harness/plan/plan.h"
+#include "harness/predict/link_rate.h"
+#include "harness/predict/replay.h"
 #include "harness/stage/stage_json.h"
 
 namespace {
@@ -23,7 +26,38 @@ struct Options {
   zb::Offload offload = zb::Offload::none;
   std::vector<int64_t> slots = {2};
   double expert_fraction = 0;
+  // The required_link_gbps column: a sweep to price the collectives, the compute per layer.
+  std::string sweep, compute = "none";
+  int64_t layers = 32;
+  // NaN until given, so that either given without --sweep is refused; then their defaults.
+  double exposed_limit = NAN, handoff_us = NAN;
 };
+
+
+// Each row's required_link_gbps: the row's stage stepped over its dp ranks (dp_per_node to a
+// node) on a model of its GPU's parameters, recorded and replayed as zb_predict does.
+zb::Status price_links(const Options& o, const zb::ModelSetup& ms, const zb::Layout& layout, const zb::Sweep& sweep,
+                       const zb::Tiers& tiers, const zb::ComputeSpec& compute, std::vector<zb::PlanRow>* rows) {
+  for (zb::PlanRow& r : *rows) {
+    // zb_predict replays no quantized pass (its all-to-all, its smaller gathers): those rows stay
+    // unpriced rather than priced as the stage they quantize.
+    if (r.quant.any() || zb::stage_model(r.stage).quantized()) continue;
+    r.link_priced = true;
+    zb::ModelSpec model;
+    ZB_RETURN_IF_ERROR(zb::make_model("", std::round(r.params_per_gpu), o.layers, &model));
+    zb::ZeroConfig config = ms.step;
+    config.stage = r.stage;
+    config.bucket_elems = ms.bucket_mb > 0 ? ms.step.bucket_elems : zb::ZeroConfig().bucket_elems;
+    zb::Topology topo;
+    ZB_RETURN_IF_ERROR(zb::modelled_topology(int(r.dp), int(zb::dp_per_node(layout)), &topo));
+    zb::RecordedStep step;
+    ZB_RETURN_IF_ERROR(zb::record_zero_step(model, config, compute, topo, &step));
+    zb::Status missing;
+    r.required_link_gbps = zb::step_required_link_gbps(step, sweep, tiers, o.exposed_limit, &missing);
+    ZB_RETURN_IF_ERROR(missing);
+  }
+  return zb::Status::ok();
+}
 
 // The dp degrees to plan: from --dp, from --world, or from both when they agree.
 zb::Status resolve_dps(const Options& o, std::vector<int64_t>* dps) {
@@ -88,6 +122,18 @@ int main(int argc, char** argv) {
                    zb::offload_choices());
   flags.add_ints("slots", &o.slots, "with --offload: chunk-sized device slots, a count or a list (rows for each)",
                  1, 1024);
+  flags.add_string("sweep", &o.sweep, "add the required_link_gbps column, priced from this collective sweep (as "
+                   "zb_predict's --sweep): the slowest link between nodes that keeps each row's exposed "
+                   "communication within --exposed-limit of its step");
+  flags.add_string("compute", &o.compute, "with --sweep: per-layer compute, none, sleep:US or spin:US (forward; "
+                   "backward twice as long)");
+  flags.add_int("layers", &o.layers, "with --sweep: layers of the model stepped", 1, 1 << 20);
+  flags.add_double("exposed-limit", &o.exposed_limit, "with --sweep: the share of the step exposed communication may "
+                   "take", 1e-6, 1);
+  flags.set_default_text("exposed-limit", zb::fmt(zb::kDefaultExposedLimit, 2));
+  flags.add_double("handoff-us", &o.handoff_us, "with --sweep: a blocking wait's hand-off where the sweep timed none "
+                   "(as zb_predict's)", 0, 1e6);
+  flags.set_default_text("handoff-us", zb::fmt(zb::kDefaultHandoffUs, 0));
   flags.add_string("json", &o.json_path, "also write the rows as JSON to this path");
   flags.allow_benchmark_flags(false);
 
@@ -108,8 +154,23 @@ int main(int argc, char** argv) {
   const bool offload = o.offload != zb::Offload::none;
   if (s && ms.chunks != 1 && o.microbatches == 0 && !offload)
     s = zb::Status::error("--chunks needs --microbatches=M or --offload");
-  if (s && ms.bucket_mb > 0 && o.microbatches == 0)
-    s = zb::Status::error("--bucket-mb sizes the pipeline's slots; it needs --microbatches=M");
+  if (s && ms.bucket_mb > 0 && o.microbatches == 0 && o.sweep.empty())
+    s = zb::Status::error("--bucket-mb sizes the pipeline's slots, or with --sweep the gradient buckets; it needs "
+                          "--microbatches=M or --sweep");
+  zb::Sweep sweep;
+  zb::ComputeSpec compute;
+  const bool priced = !o.sweep.empty();
+  if (s && !priced && (o.compute != "none" || o.layers != 32 || !std::isnan(o.exposed_limit) ||
+                       !std::isnan(o.handoff_us)))
+    s = zb::Status::error("--compute, --layers, --exposed-limit and --handoff-us describe the step --sweep prices; "
+                          "give --sweep too");
+  if (std::isnan(o.exposed_limit)) o.exposed_limit = zb::kDefaultExposedLimit;
+  if (std::isnan(o.handoff_us)) o.handoff_us = zb::kDefaultHandoffUs;
+  if (s && priced) s = zb::Sweep::load(o.sweep, o.handoff_us * 1e-6, &sweep);
+  if (s) s = zb::parse_compute_spec(o.compute, &compute);
+  if (s && compute.kind == zb::ComputeSpec::Kind::gemm)
+    s = zb::Status::error("--compute=gemm has no time to plan with; use sleep:US or spin:US");
+  const zb::Tiers tiers = priced ? zb::fit_tiers(sweep) : zb::Tiers();
   if (s && o.slots != std::vector<int64_t>{2} && !offload)
     s = zb::Status::error("--slots needs --offload=grads|optimizer|weights");
   if (s && o.microbatches > 0 && piped.empty() && !offload)
@@ -147,6 +208,8 @@ int main(int argc, char** argv) {
       std::vector<zb::PlanRow> rows;
       for (zb::Stage st : ms.stages)
         for (const zb::Quantization& q : ms.quantizations(st)) rows.push_back(zb::plan_row(layout, st, q));
+      if (priced) s = price_links(o, ms, layout, sweep, tiers, compute, &rows);
+      if (!s) break;
       t.rows.push_back(rows);
       std::vector<zb::PipelinePlanRow> prow;
       for (zb::Stage st : o.microbatches > 0 ? piped : std::vector<zb::Stage>{})
@@ -184,6 +247,14 @@ int main(int argc, char** argv) {
     // The pipeline rows do not depend on the offload slots: once.
     if (!pipeline.empty() && !doc.contains("pipeline")) doc["pipeline"] = zb::pipeline_plan_json(pipeline);
   }
+  if (priced)
+    std::cout << "\nrequired Gbit/s: the slowest link between nodes at which exposed communication stays within "
+              << o.exposed_limit * 100 << "% of the step, for " << o.compute << " per layer over " << o.layers
+              << " layers, collectives priced from " << o.sweep << " as zb_predict prices them"
+              << (tiers.inter.ok() ? "; n/a: one node, or no rate suffices"
+                                   : "; n/a everywhere: the sweep ran within one node, so it has no link between "
+                                     "nodes to model (sweep across nodes)")
+              << "\n";
   std::cout.flush();
   if (!o.json_path.empty()) {
     // What each stage shards and moves, as in every results file.

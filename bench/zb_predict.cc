@@ -2,8 +2,12 @@
 // schedule, recorded rather than run, replayed on a compute engine and a communication stream
 // whose collectives take what the sweep measured. Benchmarks carry the names of the zb_zero
 // benchmarks they predict, so the two results files pair up.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "bench/bench_names.h"
 #include "bench/predict_bench.h"
@@ -12,22 +16,59 @@
 #include "harness/driver/model_flags.h"
 #include "harness/driver/table.h"
 #include "harness/plan/pipeline_formula.h"
+#include "harness/predict/link_rate.h"
 #include "harness/predict/results.h"
+#include "harness/predict/tiers.h"
 
 namespace {
 
 struct Options {
-  std::string sweep, compute = "none", trace, measured;
+  std::string sweep, compute = "none", trace, measured, link_gbps;
   std::vector<int64_t> microbatches;  // empty: zb_zero's steps
   int64_t ranks = 0, prefetch = 1, pp = 2, pp_rank = 0;
-  bool overlap = true;
+  double handoff_us = zb::kDefaultHandoffUs, exposed_limit = zb::kDefaultExposedLimit;
+  bool overlap = true, explain = false;
 };
 
 struct Row {
   std::string stage;
-  zb::StepPrediction p;
+  zb::PredictOutcome o;
   const std::map<std::string, double>* measured;
 };
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+// The trace zb_zero wrote for `stage` with --trace=PATH (PATH_<stage>.json, or PATH itself
+// for one stage), as given or beside the results file; empty when it wrote none.
+std::string measured_trace(const zb::Results& measured, const std::string& measured_path, const std::string& stage) {
+  const std::string& cmd = measured.context.count("command_line") ? measured.context.at("command_line") : "";
+  const size_t at = cmd.find("--trace=");
+  if (at == std::string::npos) return "";
+  const std::string path = cmd.substr(at + 8, cmd.find(' ', at) - at - 8);
+  const size_t slash = measured_path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : measured_path.substr(0, slash);
+  for (const std::string& p : {zb::per_stage_path(path, stage, 2), path}) {
+    if (exists(p)) return p;
+    const std::string beside = dir + "/" + p.substr(p.rfind('/') == std::string::npos ? 0 : p.rfind('/') + 1);
+    if (exists(beside)) return beside;
+  }
+  return "";
+}
+
+zb::Status parse_rates(const std::string& text, std::vector<double>* out) {
+  std::vector<std::string> items = zb::split(text, ',');
+  if (!text.empty() && text.back() == ',') items.push_back("");  // split drops a last empty item
+  for (const std::string& item : items) {
+    double g = 0;
+    if (!zb::parse_double(item, &g) || !(g > 0) || g > zb::kMaxLinkGbps)
+      return zb::Status::error("--link-gbps=" + text + ": '" + item + "' is not a rate in (0, 1e5] Gbit/s");
+    out->push_back(g);
+  }
+  return zb::Status::ok();
+}
 
 }  // namespace
 
@@ -40,8 +81,20 @@ int main(int argc, char** argv) {
   driver.model_nodes_only();
   Options opt;
   auto& f = driver.flags();
-  f.add_string("sweep", &opt.sweep, "zb_collectives results JSON measured at --ranks ranks (required)");
-  f.add_int("ranks", &opt.ranks, "data-parallel ranks to predict for (default: the sweep's)", 0, 1 << 20);
+  f.add_string("sweep", &opt.sweep, "the collective sweep (required): zb_collectives results or nccl-tests' -J "
+               "JSON (all_reduce_perf, reduce_scatter_perf, all_gather_perf), one file or several, comma-separated");
+  f.add_int("ranks", &opt.ranks, "data-parallel ranks to predict for (default: the sweep's); collectives over "
+            "more ranks than swept are priced from each tier's fitted link", 0, 1 << 20);
+  f.add_double("handoff-us", &opt.handoff_us, "microseconds a blocking wait pays after its collective ends, where "
+               "the sweep did not time it (nccl-tests never does; zb_collectives does with --serial)", 0, 1e6);
+  f.set_default_text("handoff-us", zb::fmt(zb::kDefaultHandoffUs, 0));
+  f.add_string("link-gbps", &opt.link_gbps, "predict with the links between nodes at each of these rates, Gbit/s "
+               "(a list 10,25,100): a benchmark per rate, the fitted latency kept");
+  f.add_double("exposed-limit", &opt.exposed_limit, "required_link_gbps: the share of the step exposed "
+               "communication may take", 1e-6, 1);
+  f.set_default_text("exposed-limit", zb::fmt(zb::kDefaultExposedLimit, 2));
+  f.add_bool("explain", &opt.explain, "with --measured: line every predicted collective and wait up against the "
+             "measured step's trace (zb_zero --trace) and name the largest differences");
   zb::ModelFlagSpec spec;
   spec.chunks = true;
   spec.chunks_default = 2;
@@ -65,16 +118,17 @@ int main(int argc, char** argv) {
   zb::ModelSetup ms;
   zb::ComputeSpec compute;
   zb::Sweep sweep;
-  zb::Status s = opt.sweep.empty() ? zb::Status::error("needs --sweep=PATH, a zb_collectives results JSON")
-                                   : zb::Sweep::load(opt.sweep, &sweep);
+  zb::Status s = opt.sweep.empty() ? zb::Status::error("needs --sweep=PATH, zb_collectives results or nccl-tests' -J JSON")
+                                   : zb::Sweep::load(opt.sweep, opt.handoff_us * 1e-6, &sweep);
   if (s) s = model_flags.resolve(&ms);
   if (s) s = zb::parse_compute_spec(opt.compute, &compute);
   if (s && compute.kind == zb::ComputeSpec::Kind::gemm)
     s = zb::Status::error("--compute=gemm cannot be predicted (its time is the GPU's); use sleep:US or spin:US");
   const int ranks = opt.ranks ? int(opt.ranks) : sweep.ranks();
-  if (s && ranks != sweep.ranks())
-    s = zb::Status::error("--ranks=" + std::to_string(ranks) + " but the sweep was measured at " +
-                          std::to_string(sweep.ranks()) + " ranks; sweep at the rank count you predict");
+  std::vector<double> rates;
+  if (s && !opt.link_gbps.empty()) s = parse_rates(opt.link_gbps, &rates);
+  if (s && opt.explain && opt.measured.empty())
+    s = zb::Status::error("--explain lines the prediction up against a measured step: give --measured=zero.json too");
   if (s && !opt.trace.empty()) s = zb::check_output_path("--trace", opt.trace);
   for (int64_t m : opt.microbatches) {
     if (s) s = zb::check_pipeline({int(m), ms.chunks, int(opt.pp), int(opt.pp_rank)});
@@ -84,8 +138,29 @@ int main(int argc, char** argv) {
   }
   zb::Results measured;
   if (s && !opt.measured.empty()) s = zb::load_results(opt.measured, "--measured", &measured);
+  // The nodes modelled: as declared, else the sweep's own shape (one node when it ran on one).
+  const int per_node = driver.ranks_per_node() > 0 ? int(driver.ranks_per_node())
+                       : sweep.nodes() > 1       ? sweep.ranks_per_node()
+                                                 : ranks;
   zb::Topology topo;
-  if (s) s = zb::modelled_topology(ranks, int(driver.ranks_per_node()), &topo);
+  if (s) s = zb::modelled_topology(ranks, per_node, &topo);
+  const zb::Tiers tiers = zb::fit_tiers(sweep);
+  if (s && !rates.empty() && topo.nodes < 2)
+    s = zb::Status::error("--link-gbps sets the links between nodes, and the " + std::to_string(ranks) +
+                          " ranks modelled are on one node: give --ranks-per-node below --ranks");
+  if (s && !rates.empty() && !tiers.inter.ok())
+    s = zb::Status::error("--link-gbps needs a sweep across nodes, to fit the links' latency to");
+  if (s && opt.explain && !opt.microbatches.empty())
+    s = zb::Status::error("--explain lines up zb_zero's steps against their traces; not with --microbatches");
+  // Each stage's measured trace, found before MPI starts so that a missing one is bad input.
+  std::map<zb::Stage, std::string> explain_traces;
+  for (zb::Stage st : ms.stages) {
+    if (!s || !opt.explain) break;
+    std::string& path = explain_traces[st] = measured_trace(measured, opt.measured, zb::stage_name(st));
+    if (path.empty())
+      s = zb::Status::error("--explain: " + opt.measured + " names no trace of " + zb::stage_name(st) +
+                            " that can be read; run zb_zero with --trace=PATH");
+  }
   if (!s) return driver.bad_flag(s);
   code = driver.start();
   if (code >= 0) return code;
@@ -97,6 +172,8 @@ int main(int argc, char** argv) {
   zb::PredictSetup base;
   base.model = &model;
   base.sweep = &sweep;
+  base.tiers = &tiers;
+  base.exposed_limit = opt.exposed_limit;
   base.compute = compute;
   base.topo = topo;
   base.config = ms.step;
@@ -105,15 +182,20 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   const std::string overlap = opt.overlap ? "on" : "off";
   // One prediction per stage (and per M for the pipeline), named as the benchmark it predicts.
+  // With --link-gbps, one per rate, named with the rate after the measured benchmark's name.
   auto add = [&](zb::PredictSetup setup, const std::string& name, const std::string& label) {
     auto found = measured.benchmarks.find(name);
     if (found != measured.benchmarks.end()) setup.measured = &found->second;
-    driver.add(name, [&, setup, label](zb::Run& run) -> zb::Status {
-      zb::StepPrediction p;
-      ZB_RETURN_IF_ERROR(zb::run_predict_benchmark(run, setup, &p));
-      rows.push_back({label, p, setup.measured});
-      return zb::Status::ok();
-    });
+    for (double rate : rates.empty() ? std::vector<double>{NAN} : rates) {
+      setup.link_gbps = rate;
+      const std::string tail = std::isnan(rate) ? "" : "/link_gbps:" + zb::fmt(rate, rate < 1 ? 3 : 0);
+      driver.add(name + tail, [&, setup, label, tail](zb::Run& run) -> zb::Status {
+        zb::PredictOutcome o;
+        ZB_RETURN_IF_ERROR(zb::run_predict_benchmark(run, setup, &o));
+        rows.push_back({label + tail, o, setup.measured});
+        return zb::Status::ok();
+      });
+    }
   };
   const size_t count = ms.stages.size() * std::max<size_t>(1, microbatches.size());
   for (zb::Stage st : ms.stages) {
@@ -122,6 +204,7 @@ int main(int argc, char** argv) {
     const std::string stage = zb::stage_name(st);
     if (microbatches.empty()) {
       setup.trace_path = zb::per_stage_path(opt.trace, stage, count);
+      if (opt.explain) setup.explain_trace = explain_traces.at(st);
       add(setup, zb::zero_benchmark_name(st, model, optimizer, grad_dtype, opt.compute, opt.overlap), stage);
       continue;
     }
@@ -142,21 +225,34 @@ int main(int argc, char** argv) {
 
   code = driver.run();
   if (driver.root() && !rows.empty()) {
-    std::printf("\n# zb_predict: %d ranks, %s, Psi = %.0f, compute %s, overlap %s, sweep %s (%s)\n", ranks,
-                model.description.c_str(), double(model.params()), opt.compute.c_str(), overlap.c_str(),
-                opt.sweep.c_str(), sweep.description().c_str());
+    std::string handoff = sweep.handoff_defaulted()
+                              ? "hand-off " + zb::fmt(opt.handoff_us, 1) + " us per blocking wait (--handoff-us) where the sweep timed none"
+                              : "hand-off from the sweep's serial_s";
+    std::printf("\n# zb_predict: %d ranks on %d node(s), %s, Psi = %.0f, compute %s, overlap %s, sweep %s (%s); %s\n",
+                ranks, topo.nodes, model.description.c_str(), double(model.params()), opt.compute.c_str(),
+                overlap.c_str(), opt.sweep.c_str(), sweep.description().c_str(), handoff.c_str());
+    for (auto [t, link] : {std::pair{zb::Tier::intra, tiers.intra}, std::pair{zb::Tier::inter, tiers.inter}})
+      if (link.ok())
+        std::printf("# %s links fitted: %.2f us per ring step, %.3f Gbit/s (%d points)\n", zb::tier_name(t),
+                    link.alpha_s * 1e6, link.gbps(), link.points);
     zb::Table table({"stage", "collectives", "comm(ms)", "measured", "compute(ms)", "exposed(ms)", "measured",
-                     "step(ms)", "extrapolated"});
-    for (const auto& [stage, p, m] : rows) {
+                     "step(ms)", "required Gbit/s", "extrapolated", "modelled"});
+    for (const auto& [stage, o, m] : rows) {
+      const zb::StepPrediction& p = o.p;
       auto at = [&](const char* key) { return m && m->count(key) ? m->at(key) * 1e3 : NAN; };
       table.add_row({stage, std::to_string(p.collectives), zb::fmt(p.comm_s * 1e3, 3), zb::fmt(at("comm_s"), 3),
                      zb::fmt(p.compute_s * 1e3, 3), zb::fmt(p.exposed_s * 1e3, 3), zb::fmt(at("exposed_comm_s"), 3),
-                     zb::fmt(p.step_s * 1e3, 3), p.extrapolated ? "yes" : "no"});
+                     zb::fmt(p.step_s * 1e3, 3), zb::fmt(o.required_link_gbps, 3), p.extrapolated ? "yes" : "no",
+                     p.modelled ? "yes" : "no"});
     }
     table.print(stdout);
     std::printf("# comm: the step replayed with no compute, its waits and hand-offs included (zb_zero's comm_s); "
-                "exposed: time compute waits for communication in the replay; the synthetic backward and the "
-                "optimizer's update are not modelled\n");
+                "exposed: time compute waits for communication in the replay; required: the slowest link between "
+                "nodes that keeps exposed communication within %g%% of the step (n/a on one node); modelled: some "
+                "collective priced from a tier's fitted link rather than read off the sweep\n",
+                opt.exposed_limit * 100);
+    for (const auto& [stage, o, m] : rows)
+      if (!o.explanation.empty()) std::printf("\n# --explain %s\n%s", stage.c_str(), o.explanation.c_str());
   }
   return code;
 }

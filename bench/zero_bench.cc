@@ -7,13 +7,15 @@
 
 #include "harness/comm/node_traffic.h"
 #include "harness/driver/node_window.h"
+#include "harness/driver/wait_causes.h"
 #include "harness/plan/state_formula.h"
 #include "harness/stage/quant_reference.h"
 #include "harness/stage/overlap.h"
 
 namespace zb {
 
-static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, const std::string& path) {
+static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, const std::string& path,
+                          double clock_offset_s) {
   size_t first = d.comm().traffic().size();
   ZB_RETURN_IF_ERROR(d.comm().barrier());
   z.trace().clear();
@@ -25,10 +27,16 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
   z.add_comm_spans(first, origin);
   z.trace().enable(false);
   d.comm().set_record_times(false);
+  std::vector<CollRecord> recs = d.comm().traffic().records();
+  // Each wait in two parts: until the last rank issued what it waited for, and the rest.
+  if (z.waits().host_waits()) {
+    LastIssue last;
+    ZB_RETURN_IF_ERROR(last_issues(d, recs, clock_offset_s, &last));
+    split_wait_spans(z.waits().step_waits(), last, &z.trace().spans());
+  }
   // The traffic log's own count of the step's collectives, so a reader can check that the
   // trace holds every one of them.
   int counts[4] = {0, 0, 0, 0};
-  std::vector<CollRecord> recs = d.comm().traffic().records();
   for (size_t i = first; i < recs.size(); ++i) ++counts[int(recs[i].op)];
   std::string meta = "\"stage\": \"" + stage + "\", \"ranks\": " + std::to_string(d.size()) +
                      ", \"collectives\": {";
@@ -54,30 +62,50 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
   std::unique_ptr<ZeroStep> z;
   ZB_RETURN_IF_ERROR(ZeroStep::create(comm, compute, *setup.model, setup.config, &z));
   z->set_layer_compute(lc.get());
+  // Rank 0's clock against this rank's, for when every rank issued each collective.
+  double clock_offset_s = 0;
+  ZB_RETURN_IF_ERROR(clock_offset(d, &clock_offset_s));
   comm.traffic().clear();
   const bool quantized = z->quantization().any();
 
   Timing t;
+  std::vector<std::vector<WaitRecord>> step_waits;  // every step's, the timed ones last
   auto step = [&]() -> Status {
     ZB_RETURN_IF_ERROR(z->step());
     run.sample("exposed", z->last_exposed_s());  // measured where compute waited
     if (quantized) run.sample("quantize", z->last_quantize_s());
+    step_waits.push_back(z->waits().step_waits());
     return Status::ok();
   };
   // The node counters are read around every step the log holds so far (warm-up and timed),
   // so both sides of inter_node_bytes cover the same collectives.
+  // Every collective's issue time is recorded (a clock read per collective), for the skew.
   NodeWindow window;
+  comm.set_record_times(true);
   ZB_RETURN_IF_ERROR(measure_node_window(d, [&]() -> Status {
     ZB_RETURN_IF_ERROR(run.per_iteration(step, &t));
     return z->finish();
   }, &window));
+  comm.set_record_times(false);
   std::vector<CollRecord> windowed = comm.traffic().records();
+  // The timed steps' waits by cause: the last rank to issue each collective, over the log.
+  LastIssue last;
+  ZB_RETURN_IF_ERROR(last_issues(d, windowed, clock_offset_s, &last));
+  step_waits.erase(step_waits.begin(), step_waits.end() - std::min<ptrdiff_t>(ptrdiff_t(step_waits.size()),
+                                                                             ptrdiff_t(d.iterations())));
+  ExposedByCause causes;
+  ZB_RETURN_IF_ERROR(gather_exposed_by_cause(d, step_waits, last, &causes));
+  if (!z->waits().host_waits()) causes = ExposedByCause();  // the engine's stream waited: no split
   const double window_steps = double(z->steps_done());
   run.report(t);
   out->step_s = t.median_s;
   out->exposed_s = t.side("exposed");
+  out->skew_wait_s = causes.skew_s;
+  out->wire_wait_s = causes.wire_s;
+  out->late_rank = causes.late_rank;
   if (!setup.trace_path.empty())
-    ZB_RETURN_IF_ERROR(traced_step(d, *z, config_label(setup.config.stage, setup.config.quant), setup.trace_path));
+    ZB_RETURN_IF_ERROR(traced_step(d, *z, config_label(setup.config.stage, setup.config.quant), setup.trace_path,
+                                   clock_offset_s));
   ZB_RETURN_IF_ERROR(z->finish());
 
   const double steps = double(z->steps_done());
@@ -168,6 +196,9 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
   run.counter("comm_s", out->comm_s);
   run.counter("compute_s", out->compute_s);
   run.counter("exposed_comm_s", out->exposed_s);
+  run.counter("skew_wait_s", out->skew_wait_s);
+  run.counter("wire_wait_s", out->wire_wait_s);
+  run.counter("late_rank", out->late_rank);
   run.counter("exposed_comm_diff_s", out->exposed_diff_s);
   run.counter("overlap_eff", out->overlap);
   if (quantized) {

@@ -23,6 +23,10 @@ struct ZeroBenchSetup {
 struct ZeroResult {
   double step_s = 0, comm_s = NAN, compute_s = NAN, exposed_s = NAN, exposed_diff_s = NAN;
   double overlap = NAN;
+  // Exposed communication by cause (medians of the worst rank's parts) and the rank most often
+  // late; NaN and -1 where the engine's stream waits (GPU compute other than sleep).
+  double skew_wait_s = NAN, wire_wait_s = NAN;
+  int late_rank = -1;
   double volume_accounted = 0, volume_measured = NAN;
   double per_param_measured = 0, per_param_accounted = 0, formula = 0, wrong = 0;
   // Per step: volume by whether the group spans nodes, and the bytes the busiest node sent

@@ -1,4 +1,5 @@
-"""Figure: timeline of compute and communication spans per rank (Chrome trace, trace*.json)."""
+"""Figure: timeline of compute and communication spans per rank (Chrome trace, trace*.json); a
+wait split by cause shows its part waiting for a late rank apart from its part on the wire."""
 
 import matplotlib.patches as mpatches
 from matplotlib.ticker import FuncFormatter
@@ -11,6 +12,7 @@ LOOK = {
     "compute": {"facecolors": "0.75", "hatch": ""},
     "comm": {"facecolors": "white", "hatch": "////"},
     "wait": {"facecolors": "0.15", "hatch": ""},
+    "skew": {"facecolors": "0.55", "hatch": "xxxx"},
     "other": {"facecolors": "0.4", "hatch": "...."},
 }
 # Past this many spans the bars are a few pixels wide, hatches vanish and
@@ -20,10 +22,13 @@ LOOK_DENSE = {
     "compute": {"facecolors": "0.7", "hatch": ""},
     "comm": {"facecolors": "0.1", "hatch": ""},
     "wait": {"facecolors": "0.3", "hatch": ""},
+    "skew": {"facecolors": "0.55", "hatch": ""},
     "other": {"facecolors": "0.45", "hatch": ""},
 }
 LEGEND = {"compute": "compute", "comm": "communication", "wait": "compute waits (exposed)",
-          "other": "other"}
+          "skew": "waits for a late rank", "other": "other"}
+# With late-rank parts beside them, the other waits are those for the wire.
+LEGEND_SPLIT = dict(LEGEND, wait="waits for the wire")
 SHORT = {"compute": "compute", "comm": "comm", "wait": "waits"}
 
 
@@ -83,14 +88,19 @@ def timeline(doc, outdir, stem="timeline"):
         kinds.add(kind)
         mine = sorted((e for e in spans if (e.get("pid"), e.get("tid")) == track),
                       key=lambda e: e["ts"])
+        # A wait's part before its collective's last rank issued it (zb_zero's "skew" part).
+        part = {id(e): "skew" if kind == "wait" and (e.get("args") or {}).get("part") == "skew" else kind
+                for e in mine}
         # Row 0 at the top, the way trace viewers show rank 0 first.
-        ax.broken_barh([((e["ts"] - t0) / scale, e["dur"] / scale) for e in mine],
-                       (-y - 0.4, 0.8), edgecolor="black",
-                       linewidth=0.3 if look is LOOK else 0, **look[kind])
+        for k in dict.fromkeys(part.values()):
+            kinds.add(k)
+            ax.broken_barh([((e["ts"] - t0) / scale, e["dur"] / scale) for e in mine if part[id(e)] == k],
+                           (-y - 0.4, 0.8), edgecolor="black",
+                           linewidth=0.3 if look is LOOK else 0, **look[k])
         # Short labels: at one column width long thread names crowd out the plot.
         short = SHORT.get(kind) or names.get(track) or kind
         labels.append(f"rank {track[0]} {short}")
-        rows += [[e.get("pid"), e.get("tid"), kind, e.get("name", ""), e["ts"], e["dur"]]
+        rows += [[e.get("pid"), e.get("tid"), part[id(e)], e.get("name", ""), e["ts"], e["dur"]]
                  for e in mine]
     ax.set_yticks([-y for y in range(len(tracks))])
     ax.set_yticklabels(labels)
@@ -98,9 +108,10 @@ def timeline(doc, outdir, stem="timeline"):
     ax.set_xlim(0, max(span_us, 1) * 1.01 / scale)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel(f"time since first event ({unit})")
+    legend = LEGEND_SPLIT if "skew" in kinds else LEGEND
     handles = [mpatches.Patch(facecolor=look[k]["facecolors"], hatch=look[k]["hatch"],
-                              edgecolor="black", linewidth=0.3, label=LEGEND[k])
-               for k in ("compute", "comm", "wait", "other") if k in kinds]
+                              edgecolor="black", linewidth=0.3, label=legend[k])
+               for k in ("compute", "comm", "wait", "skew", "other") if k in kinds]
     # Three entries side by side are wider than one column: two per row above the plot.
     ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0),
               ncol=min(len(handles), 2), borderaxespad=0.2)

@@ -131,10 +131,8 @@ def predict_section(results):
     rows = []
     stages = by_stage(picks)
     _, order, _ = stage_order(results, ["predict.json"], stages.values())
-    for stage in order:
-        p = stages.get(stage)  # the table's stages zb_predict does not replay (zpp) have no row
-        if p is None:
-            continue
+    for stage in (s for s in order if s in stages):  # zb_predict --stages may name a few; zpp has no replay
+        p = stages[stage]
         pct = lambda v: "n/a" if math.isnan(v) else f"{v * 100:+.1f}%"  # noqa: E731
         rows.append([stage, fmt(p.value("collectives"), 0), ms(p.value("comm_s_predicted")),
                      ms(p.value("comm_s_measured")), pct(p.value("comm_error")),

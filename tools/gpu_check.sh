@@ -10,7 +10,7 @@ cd "$root"
 
 usage() {
   cat <<'USAGE'
-usage: tools/gpu_check.sh [--bundle=DIR] [--out=DIR] [--budget=S] [--build-only]
+usage: tools/gpu_check.sh [--bundle=DIR] [--out=DIR] [--budget=S] [--build-only] [--nccl-tests=DIR]
 
   --bundle=DIR   take MPI, Google Benchmark and GoogleTest from DIR (made by
                  tools/gpu_bundle.sh); default gpu_bundle/ when it exists, else the system's
@@ -20,19 +20,25 @@ usage: tools/gpu_check.sh [--bundle=DIR] [--out=DIR] [--budget=S] [--build-only]
                  its own limit or when the budget runs out, and checks left when it is
                  spent FAIL as not run
   --build-only   configure, build and check the sm_90 code, without a GPU
+  --nccl-tests=DIR
+                 a folder holding nccl-tests' all_reduce_perf, reduce_scatter_perf and
+                 all_gather_perf (built by you; default $ZB_NCCL_TESTS): they run at one GPU
+                 with -J and zb_predict predicts the stages from their JSON. Without it the
+                 check says in one line that they are not carried
 Exit 0 when every check passed, 1 otherwise (no GPU: one line saying so), 2 for a bad option.
 USAGE
 }
 
-bundle="" out=${OUT:-/tmp/zb_gpu_check} build_only=0 budget=""
+bundle="" out=${OUT:-/tmp/zb_gpu_check} build_only=0 budget="" nccl_tests=${ZB_NCCL_TESTS:-}
 for arg in "$@"; do
   case $arg in
+    --nccl-tests=*) nccl_tests=${arg#*=} ;;
     --bundle=*) bundle=${arg#*=} ;;
     --out=*) out=${arg#*=} ;;
     --budget=*) budget=${arg#*=} ;;
     --build-only) build_only=1 ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "gpu_check.sh: unknown option '$arg' (allowed: --bundle=DIR, --out=DIR, --budget=S, --build-only, --help)" >&2; exit 2 ;;
+    *) echo "gpu_check.sh: unknown option '$arg' (allowed: --bundle=DIR, --out=DIR, --budget=S, --build-only, --nccl-tests=DIR, --help)" >&2; exit 2 ;;
   esac
 done
 budget=${budget:-$((build_only ? 1800 : 290))}  # a build alone, on a machine without a GPU, may be slow
@@ -209,6 +215,30 @@ run_path zero zb_zero --params=64e6 --layers=16 --iters=5 --warmup=2
 # against what was measured (results/predict.json has comm_error per stage).
 run_path predict zb_predict --sweep="$res/collectives.json" --params=64e6 --layers=16 \
   --measured="$res/zero.json"
+# The same steps predicted from nccl-tests' own sweeps (-J JSON) at one GPU, where the user
+# points at its binaries: this workplace may not carry nccl-tests' code or binaries in the
+# bundle, nor a recipe that builds them. nccl-tests times no hand-off: zb_predict's
+# --handoff-us default stands in, and its output says so.
+nccl_ops=(all_reduce reduce_scatter all_gather)
+if [[ -n $nccl_tests ]]; then
+  missing=""
+  for op in "${nccl_ops[@]}"; do [[ -x $nccl_tests/${op}_perf ]] || missing+=" ${op}_perf"; done
+  if [[ -n $missing ]]; then
+    say "FAIL nccl_tests: --nccl-tests=$nccl_tests lacks$missing"
+    fails=$((fails + 1))
+  else
+    sweeps=()
+    for op in "${nccl_ops[@]}"; do
+      rm -f "$res/nccl_$op.json"  # -J never overwrites: it would write nccl_$op.json.0
+      check "nccl_tests_$op" "$nccl_tests/${op}_perf" -b 1K -e 256M -f 4 -g 1 -d bfloat16 -J "$res/nccl_$op.json"
+      sweeps+=("$res/nccl_$op.json")
+    done
+    run_path predict_nccl_tests zb_predict --sweep="$(IFS=,; echo "${sweeps[*]}")" --params=64e6 --layers=16 \
+      --measured="$res/zero.json"
+  fi
+else
+  say "SKIP nccl_tests: nccl-tests' binaries are not carried (this workplace bundles neither nccl-tests' code nor a build of it); pass --nccl-tests=DIR or ZB_NCCL_TESTS=DIR naming a folder with all_reduce_perf, reduce_scatter_perf and all_gather_perf to predict from their -J output"
+fi
 # Every stage overlapped with cuBLAS GEMM compute, ordered by CUDA events between the compute
 # and communication streams, checked against the reference; a trace per stage.
 run_path overlap zb_zero --model=gpt:layers=8,hidden=2048,vocab=32000 --compute=gemm:4096 \

@@ -111,6 +111,25 @@ def zero(results, logs):
     return out or ["zero: n/a (no stages in zero.json)"]
 
 
+def predicted(results, name, what):
+    out = []
+    for stage, c in per_stage(results, name):
+        out.append(f"{what} {stage}: comm {num(c.get('comm_s_predicted', math.nan) * 1e3, '.3f')} ms predicted, "
+                   f"{num(c.get('comm_s_measured', math.nan) * 1e3, '.3f')} measured "
+                   f"(comm_error {num(c.get('comm_error', math.nan), '+.3f')})")
+    return out or [f"{what}: n/a (no stages in {name})"]
+
+
+def predict(results, logs):
+    return predicted(results, "predict.json", "predict from zb_collectives")
+
+
+def predict_nccl_tests(results, logs):
+    if not os.path.exists(os.path.join(results, "predict_nccl_tests.json")):
+        return ["predict from nccl-tests: n/a (nccl-tests not given: see the nccl_tests line above)"]
+    return predicted(results, "predict_nccl_tests.json", "predict from nccl-tests")
+
+
 def overlap(results, logs):
     out = []
     for stage, c in per_stage(results, "overlap.json"):
@@ -170,6 +189,8 @@ FIGURES = [
     ("NCCL collectives", collectives),
     ("hierarchical all-reduce", hier),
     ("ZeRO stages", zero),
+    ("prediction from the collective sweep", predict),
+    ("prediction from nccl-tests", predict_nccl_tests),
     ("overlap with gemm compute", overlap),
     ("Adam on the GPU", optimizer),
     ("pipeline ZeRO-2", pipeline),

@@ -39,7 +39,9 @@ class PipelineStep {
 
   // Per-layer compute of the whole model (layer indices are the model's), and the idle time
   // the schedule leaves before each op of order() (pipeline_idle).
-  void set_layer_compute(LayerCompute* lc) { layer_compute_ = lc; }
+  void set_layer_compute(LayerCompute* lc) { layer_compute_ = lc, waits_.set_layer_compute(lc); }
+  // The last step's waits on the host, each with the collective it waited for.
+  const ComputeWaits& waits() const { return waits_; }
   void set_idle(std::vector<double> idle_before) { idle_before_ = std::move(idle_before); }
   void set_mode(StepMode mode) { mode_ = mode; }
   // Logs each step's compute (idle slots, forward and backward per layer, the update per unit)

@@ -192,6 +192,7 @@ std::string format_plan_table(const std::vector<PlanRow>& rows) {
                   "saved GB/GPU", "D2H GB/step", "H2D GB/step");
     out += line;
   }
+  if (f.link_priced) out += " required Gbit/s";
   out += "\n";
   for (const PlanRow& r : rows) {
     std::snprintf(line, sizeof line,
@@ -206,6 +207,11 @@ std::string format_plan_table(const std::vector<PlanRow>& rows) {
       std::snprintf(line, sizeof line, " %12.4f %11.4f %12.3f %11.3f %11.3f", o.host_bytes_per_param,
                     o.device_bytes_per_param, o.device_saved_bytes / 1e9, o.d2h_bytes_per_step / 1e9,
                     o.h2d_bytes_per_step / 1e9);
+      out += line;
+    }
+    if (r.link_priced) {
+      if (std::isfinite(r.required_link_gbps)) std::snprintf(line, sizeof line, " %15.3f", r.required_link_gbps);
+      else std::snprintf(line, sizeof line, " %15s", "n/a");
       out += line;
     }
     out += "\n";
@@ -248,6 +254,9 @@ nlohmann::ordered_json plan_json(const Layout& l, const std::vector<PlanRow>& ro
       row["pcie_bytes_per_step"] = o.pcie_bytes_per_step;
       row["pcie_bytes_per_param"] = o.pcie_bytes_per_param;
     }
+    if (r.link_priced)  // null where no rate suffices or the row is one node
+      row["required_link_gbps"] = std::isfinite(r.required_link_gbps) ? nlohmann::ordered_json(r.required_link_gbps)
+                                                                      : nlohmann::ordered_json(nullptr);
     out["rows"].push_back(std::move(row));
   }
   return out;

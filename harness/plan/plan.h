@@ -1,6 +1,7 @@
 // Memory and DP traffic per GPU for a model under a TP/PP/EP/DP layout, computed without running.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -83,6 +84,11 @@ struct PlanRow {
   double volume_psi_inter = 0;
   double inter_node_bytes_per_step = 0;
   OffloadRow offload;
+  // The slowest link between nodes that keeps the step's exposed communication within a share
+  // of it (zb_predict's required_link_gbps), when zb_plan was given a sweep (link_priced); NaN
+  // on one node or where no rate suffices.
+  bool link_priced = false;
+  double required_link_gbps = NAN;
 };
 
 // `quant`: --quantize-weights and --quantize-grads, as the stage takes them. Quantization moves

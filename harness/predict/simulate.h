@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "harness/comm/schedule_log.h"
@@ -21,6 +22,7 @@ struct StepPrediction {
   double exposed_s = 0;  // time compute waited for them
   int collectives = 0;
   bool extrapolated = false;  // some collective's time was extrapolated beyond the sweep
+  bool modelled = false;      // some collective was priced from a tier's link, not read off the sweep
 };
 
 // What one collective costs: its time on the stream, and what a wait that has to block on it
@@ -29,22 +31,36 @@ struct StepPrediction {
 struct CollCost {
   double seconds = 0, handoff_s = 0;
   bool extrapolated = false;
+  bool modelled = false;  // from a tier's fitted link (tiers.h), not read off the sweep
+};
+
+// One op of the last step as the replay placed it, seconds from the step's start: compute from
+// start to end; a collective issued at issue_s, on the stream from start to end; a wait from
+// start to end (start == end where it found its collective done).
+struct OpTiming {
+  ScheduleOp::Kind kind;
+  std::string what;  // compute: forward, backward, update, idle
+  int layer = -1;
+  uint64_t seq = 0;  // issue: its number; wait: the number waited for
+  double issue_s = 0, start_s = 0, end_s = 0;
+  double bytes = 0;  // issue
 };
 
 // Replays `ops` and returns the prediction for the last step in it (ops from an earlier step
 // set up what the last one meets, such as gathers still in flight). `compute_seconds` gives each
 // compute op's duration, `coll_cost` each collective's. `spans` (optional) gets the last
-// step's predicted timeline, in seconds from its start, on the tracks of a measured trace.
+// step's predicted timeline, in seconds from its start, on the tracks of a measured trace;
+// `timeline` (optional) every op of the last step in program order.
 StepPrediction simulate(const std::vector<ScheduleOp>& ops,
                         const std::function<double(const ScheduleOp&)>& compute_seconds,
                         const std::function<CollCost(const CollRecord&)>& coll_cost,
-                        std::vector<TraceSpan>* spans = nullptr);
+                        std::vector<TraceSpan>* spans = nullptr, std::vector<OpTiming>* timeline = nullptr);
 
 // simulate(), with comm_s from a second replay of the same ops with every compute op at 0 s:
 // the step of communication alone, its waits and hand-offs included, as zb_zero times comm_s.
 StepPrediction predict_step(const std::vector<ScheduleOp>& ops,
                             const std::function<double(const ScheduleOp&)>& compute_seconds,
                             const std::function<CollCost(const CollRecord&)>& coll_cost,
-                            std::vector<TraceSpan>* spans = nullptr);
+                            std::vector<TraceSpan>* spans = nullptr, std::vector<OpTiming>* timeline = nullptr);
 
 }  // namespace zb

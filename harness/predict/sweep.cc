@@ -1,30 +1,55 @@
-// Reading a sweep: one model per collective, dtype and group, from its Google Benchmark results.
+// Reading a sweep: zb_collectives results or nccl-tests' JSON, one series per collective,
+// dtype and group, each with the rank count and tier it was measured at.
 #include "harness/predict/sweep.h"
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 #include "harness/core/parse.h"
 #include "harness/core/stats.h"
+#include "harness/predict/nccl_tests.h"
 #include "harness/predict/results.h"
 
 namespace zb {
 
-Status Sweep::load(const std::string& path, Sweep* out) {
+const char* tier_name(Tier t) { return t == Tier::intra ? "intra-node" : "inter-node"; }
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+struct FileShape {
+  int ranks = 0, nodes = 1;
+};
+
+// A group's size and tier in a world of `shape`.
+void place(const std::string& group, const FileShape& shape, SweepSeries* s) {
+  const int per_node = shape.ranks / shape.nodes;
+  if (group == "node") s->ranks = per_node, s->tier = Tier::intra;
+  else if (group == "cross") s->ranks = shape.nodes, s->tier = Tier::inter;
+  else s->ranks = shape.ranks, s->tier = shape.nodes > 1 ? Tier::inter : Tier::intra;
+}
+
+Status load_zb_collectives(const std::string& path, std::vector<SweepSeries>* out, FileShape* shape,
+                           std::string* description) {
   Results results;
   ZB_RETURN_IF_ERROR(load_results(path, "--sweep", &results));
-  Sweep s;
-  int64_t ranks = 0;
+  int64_t ranks = 0, nodes = 1;
   if (!parse_int(results.context["world_size"], &ranks) || ranks < 1)
     return Status::error("--sweep: " + path + " does not say its rank count (context.world_size)");
-  s.ranks_ = int(ranks);
+  if (!parse_int(results.context["nodes"], &nodes) || nodes < 1 || ranks % nodes != 0) nodes = 1;
+  shape->ranks = int(ranks), shape->nodes = int(nodes);
   const std::string& cmd = results.context["command_line"];
-  s.description_ = (cmd.find("--timing=per-iter") != std::string::npos ? "per-iter" : "batch") +
-                   std::string(", progress ") +
-                   (cmd.find("--progress=thread") != std::string::npos ? "thread" : "caller");
-  std::map<std::tuple<int, int, std::string>, std::vector<SweepPoint>> points;
-  std::map<std::tuple<int, int, std::string>, std::vector<double>> handoffs;  // per size
+  *description = "zb_collectives " + std::string(cmd.find("--timing=per-iter") != std::string::npos ? "per-iter" : "batch") +
+                 ", progress " + (cmd.find("--progress=thread") != std::string::npos ? "thread" : "caller");
+  std::map<std::tuple<int, std::string, std::string>, SweepSeries> by_key;
+  std::map<std::tuple<int, std::string, std::string>, std::vector<double>> handoffs;  // per size
   // Each collective at its fastest repetition, as zb_zero takes comm_s at its fastest round:
   // jitter only adds time (a descheduled rank; on a shaped link a dropped packet's 200 ms
   // retransmission timeout, which one repetition of three met at 256 KiB here).
@@ -35,37 +60,115 @@ Status Sweep::load(const std::string& path, Sweep* out) {
     Coll op;
     if (parts.empty() || !parse_coll(parts[0], &op) || !counters.count("real_time_s")) continue;
     uint64_t bytes = 0;
-    DType dtype = DType::bf16;
-    std::string group = "world";
+    std::string dtype = "bf16", group = "world";
     for (size_t i = 1; i < parts.size(); ++i) {
       size_t colon = parts[i].find(':');
       std::string key = parts[i].substr(0, colon), value = colon == std::string::npos ? "" : parts[i].substr(colon + 1);
       if (key == "bytes") parse_bytes(value, &bytes);
-      else if (key == "dtype") parse_dtype(value, &dtype);
+      else if (key == "dtype") dtype = value;
       else if (key == "group") group = value;
     }
     if (bytes == 0) continue;
-    points[{int(op), int(dtype), group}].push_back({double(bytes), counters.at("real_time_s")});
+    const auto key = std::make_tuple(int(op), dtype, group);
+    SweepSeries& s = by_key[key];
+    s.op = op, s.dtype = dtype, s.group = group, s.file = path;
+    place(group, *shape, &s);
+    s.points.push_back({double(bytes), counters.at("real_time_s")});
     auto waited = counters.find("serial_s");
     if (waited != counters.end() && std::isfinite(waited->second))
-      handoffs[{int(op), int(dtype), group}].push_back(waited->second - counters.at("real_time_s"));
+      handoffs[key].push_back(waited->second - counters.at("real_time_s"));
   }
-  if (points.empty()) return Status::error("--sweep: " + path + " holds no collective benchmarks");
-  for (auto& [key, pts] : points) ZB_RETURN_IF_ERROR(CollModel::fit(pts, &s.models_[key]));
-  for (auto& [key, diffs] : handoffs) s.handoff_[key] = std::max(0.0, median(diffs));
-  if (!s.handoff_.empty()) s.description_ += ", serial_s for the hand-off";
+  for (auto& [key, s] : by_key) {
+    auto h = handoffs.find(key);
+    // The hand-off back to a waiting thread does not grow with the size, and one size's
+    // difference of two noisy times is noise; the median over sizes is not.
+    if (h != handoffs.end()) s.handoff_s = std::max(0.0, median(h->second));
+    out->push_back(std::move(s));
+  }
+  if (!handoffs.empty()) *description += ", serial_s for the hand-off";
+  return Status::ok();
+}
+
+Status load_nccl_tests(const std::string& path, std::vector<SweepSeries>* out, FileShape* shape,
+                       std::string* description) {
+  std::vector<NcclTestsRun> runs;
+  ZB_RETURN_IF_ERROR(read_nccl_tests(path, &runs));
+  shape->ranks = runs.front().ranks;
+  shape->nodes = runs.front().nodes > 0 && runs.front().ranks % runs.front().nodes == 0 ? runs.front().nodes : 1;
+  *description = std::string("nccl-tests ") + coll_name(runs.front().op);
+  for (const NcclTestsRun& r : runs) {
+    SweepSeries s;
+    s.op = r.op, s.group = "world", s.file = path, s.points = r.points;
+    s.dtype = r.type == "float" ? "fp32" : r.type == "bfloat16" ? "bf16" : r.type;
+    place("world", *shape, &s);
+    out->push_back(std::move(s));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status Sweep::from_series(std::vector<SweepSeries> series, int ranks, int nodes, double handoff_s, Sweep* out) {
+  Sweep s;
+  s.ranks_ = ranks, s.nodes_ = std::max(1, nodes), s.default_handoff_s_ = handoff_s;
+  for (SweepSeries& x : series) {
+    ZB_RETURN_IF_ERROR(CollModel::fit(x.points, &x.model));
+    s.series_.push_back(std::move(x));
+  }
   *out = std::move(s);
   return Status::ok();
 }
 
-const CollModel* Sweep::find(Coll op, DType dtype, const std::string& group) const {
-  auto it = models_.find({int(op), int(dtype), group});
-  return it == models_.end() ? nullptr : &it->second;
+Status Sweep::load(const std::string& paths, double handoff_s, Sweep* out) {
+  std::vector<SweepSeries> all;
+  std::string description;
+  FileShape first;
+  for (const std::string& path : split(paths, ',')) {
+    if (path.empty()) return Status::error("--sweep: an empty file name in '" + paths + "'");
+    std::vector<SweepSeries> got;
+    FileShape shape;
+    std::string what;
+    if (is_nccl_tests_json(read_text(path))) ZB_RETURN_IF_ERROR(load_nccl_tests(path, &got, &shape, &what));
+    else ZB_RETURN_IF_ERROR(load_zb_collectives(path, &got, &shape, &what));
+    if (got.empty()) return Status::error("--sweep: " + path + " holds no collective benchmarks");
+    for (const SweepSeries& g : got)
+      for (const SweepSeries& a : all)
+        if (a.op == g.op && a.dtype == g.dtype && a.ranks == g.ranks && a.tier == g.tier && a.group == g.group)
+          return Status::error("--sweep: " + path + " and " + a.file + " both time " + coll_name(g.op) + " of " +
+                               g.dtype + " over " + std::to_string(g.ranks) + " ranks " + tier_name(g.tier) +
+                               "; give one of them");
+    if (all.empty()) first = shape;
+    description += (description.empty() ? "" : "; ") + what;
+    all.insert(all.end(), got.begin(), got.end());
+  }
+  Sweep s;
+  ZB_RETURN_IF_ERROR(from_series(std::move(all), first.ranks, first.nodes, handoff_s, &s));
+  s.description_ = description;
+  *out = std::move(s);
+  return Status::ok();
 }
 
-double Sweep::handoff_s(Coll op, DType dtype, const std::string& group) const {
-  auto it = handoff_.find({int(op), int(dtype), group});
-  return it == handoff_.end() ? 0.0 : it->second;
+const SweepSeries* Sweep::find(Coll op, DType dtype, int ranks, Tier tier, const std::string& group) const {
+  const SweepSeries* best = nullptr;
+  auto score = [&](const SweepSeries& s) { return (s.dtype == dtype_name(dtype) ? 2 : 0) + (s.group == group ? 1 : 0); };
+  for (const SweepSeries& s : series_)
+    if (s.op == op && s.ranks == ranks && s.tier == tier && (!best || score(s) > score(*best))) best = &s;
+  return best;
+}
+
+double Sweep::handoff_s(Coll op) const {
+  for (const SweepSeries& s : series_)
+    if (s.op == op && s.handoff_s >= 0) return s.handoff_s;
+  return default_handoff_s_;
+}
+
+bool Sweep::handoff_defaulted() const {
+  for (const SweepSeries& s : series_) {
+    bool measured = false;
+    for (const SweepSeries& t : series_) measured = measured || (t.op == s.op && t.handoff_s >= 0);
+    if (!measured) return true;
+  }
+  return false;
 }
 
 }  // namespace zb

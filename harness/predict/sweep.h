@@ -1,39 +1,77 @@
-// A zb_collectives results file read as the predictor needs it: one model per collective, dtype
-// and group (world, or a node-aware group), and the rank count it was measured at.
+// A sweep read as the predictor needs it: per collective, dtype and group, the time against
+// size (a CollModel), the rank count and tier it was measured at, and the hand-off a blocking
+// wait pays. From zb_collectives results or nccl-tests' -J output, one file or several.
 #pragma once
 
 #include <map>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "harness/comm/traffic.h"
 #include "harness/predict/coll_model.h"
 
 namespace zb {
 
+// Where a group's ring runs: within one node, or across nodes (its slowest hops are then
+// the links between nodes).
+enum class Tier { intra, inter };
+const char* tier_name(Tier t);
+
+// One swept collective: an op over a group of `ranks` ranks, within a node or across nodes.
+struct SweepSeries {
+  Coll op = Coll::all_reduce;
+  std::string dtype;   // fp32 or bf16, or nccl-tests' own name for another type
+  std::string group;   // as swept: world, node or cross (nccl-tests: world)
+  int ranks = 0;       // of the group
+  Tier tier = Tier::intra;
+  std::vector<SweepPoint> points;  // each size's fastest repetition
+  CollModel model;
+  double handoff_s = -1;  // measured (zb_collectives --serial); -1: not measured
+  std::string file;
+};
+
+// The hand-off of a blocking wait where the sweep timed none (nccl-tests never does): a host
+// thread or a stream woken by a CUDA event, some microseconds. zb_predict's and zb_plan's
+// --handoff-us default.
+constexpr double kDefaultHandoffUs = 10;
+
 class Sweep {
  public:
-  // Google Benchmark JSON of zb_collectives: names op/bytes:B/dtype:D[/group:G]; each time
-  // (real_time, serial_s) is the fastest of the file's repetitions.
-  static Status load(const std::string& path, Sweep* out);
+  // `paths`: one file or several, comma-separated, each zb_collectives results (Google
+  // Benchmark JSON: names op/bytes:B/dtype:D[/group:G]; each time the fastest repetition) or
+  // nccl-tests' -J output (all_reduce_perf, reduce_scatter_perf, all_gather_perf).
+  // `handoff_s`: the hand-off of a blocking wait where the sweep did not measure one.
+  static Status load(const std::string& paths, double handoff_s, Sweep* out);
 
+  // The first file's world: its ranks, nodes and ranks per node (the defaults of --ranks and
+  // --ranks-per-node).
   int ranks() const { return ranks_; }
-  // Settings the sweep ran with ("batch"/"per-iter", "caller"/"thread"), from its context.
+  int nodes() const { return nodes_; }
+  int ranks_per_node() const { return ranks_ / nodes_; }
+  // What was read ("zb_collectives batch, progress thread, serial_s for the hand-off; ...").
   const std::string& description() const { return description_; }
-  // nullptr when the sweep has no such collective.
-  const CollModel* find(Coll op, DType dtype, const std::string& group = "world") const;
-  // What a wait that blocks on this collective costs beyond its end: the median over the swept
-  // sizes of (serial_s - the back-to-back time), each its fastest repetition, clamped at 0. The
-  // hand-off back to a waiting thread does not grow with the size, and one size's difference
-  // of two noisy times is noise; the median over sizes is not. 0 when the sweep was run
-  // without --serial.
-  double handoff_s(Coll op, DType dtype, const std::string& group = "world") const;
+  const std::vector<SweepSeries>& series() const { return series_; }
+  // The series of `op` over a group of `ranks` ranks in `tier`, of `dtype` where swept, else of
+  // another element type (priced by bytes); nullptr when none. `group` breaks ties (world
+  // before node and cross of the same size and tier).
+  const SweepSeries* find(Coll op, DType dtype, int ranks, Tier tier, const std::string& group = "world") const;
+  // The hand-off of a blocking wait on `op`: the sweep's where measured (the median over sizes
+  // of serial_s less the back-to-back time, clamped at 0; any group, any rank count), else the
+  // default given to load().
+  double handoff_s(Coll op) const;
+  double default_handoff_s() const { return default_handoff_s_; }
+  // Whether any op's hand-off came from the default rather than the sweep.
+  bool handoff_defaulted() const;
+
+  // For tests: a sweep from series, as load() makes them (their models fitted here).
+  static Status from_series(std::vector<SweepSeries> series, int ranks, int nodes, double handoff_s, Sweep* out);
 
  private:
-  int ranks_ = 0;
+  int ranks_ = 0, nodes_ = 1;
   std::string description_;
-  std::map<std::tuple<int, int, std::string>, CollModel> models_;
-  std::map<std::tuple<int, int, std::string>, double> handoff_;
+  std::vector<SweepSeries> series_;
+  double default_handoff_s_ = 0;
 };
 
 }  // namespace zb

@@ -3,10 +3,15 @@
 
 #include <sys/prctl.h>
 
+#include <errno.h>
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
+#include "harness/core/clock.h"
 #include "harness/core/parse.h"
 #include "kernels/gemm.h"
 #include "kernels/spin.h"
@@ -21,18 +26,19 @@ namespace zb {
 Status parse_compute_spec(const std::string& text, ComputeSpec* out) {
   ComputeSpec s;
   s.text = text;
-  const std::string allowed = "; use none, sleep:US, spin:US or gemm:TOKENS";
+  const std::string allowed = "; use none, sleep:US, sleep-for:US, spin:US or gemm:TOKENS";
   if (text == "none") {
     *out = s;
     return Status::ok();
   }
   size_t colon = text.find(':');
   std::string kind = text.substr(0, colon), arg = colon == std::string::npos ? "" : text.substr(colon + 1);
-  if (kind == "sleep" || kind == "spin") {
+  if (kind == "sleep" || kind == "sleep-for" || kind == "spin") {
     double us = 0;
     if (!parse_double(arg, &us) || us < 0 || us > 1e8)
       return Status::error("--compute=" + text + ": microseconds must be a number in [0, 1e8]" + allowed);
-    s.kind = kind == "sleep" ? ComputeSpec::Kind::sleep : ComputeSpec::Kind::spin;
+    s.kind = kind == "spin" ? ComputeSpec::Kind::spin : ComputeSpec::Kind::sleep;
+    s.keep_schedule = kind != "sleep-for";
     s.seconds = us * 1e-6;
   } else if (kind == "gemm") {
     int64_t t = 0;
@@ -83,17 +89,40 @@ Status LayerCompute::forward(int layer) { return run(layer, 1); }
 // Backward is the data gradient and the weight gradient: twice the forward's work.
 Status LayerCompute::backward(int layer) { return run(layer, 2); }
 
+void LayerCompute::sleep(double seconds) {
+  // Linux lets a sleep overrun by its 50 us timer slack; across ~100 layer sleeps a
+  // step that is noise as large as the communication being measured.
+  static thread_local bool precise = prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) == 0;
+  (void)precise;
+  if (!spec_.keep_schedule) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    return;
+  }
+  // Even at 1 ns of slack a wake-up comes some tens of microseconds late, by a different
+  // amount on each rank: over the ~50 sleeps of a step the ranks drift apart by a share of a
+  // millisecond, and the early rank waits for the late one in every collective. Keeping to
+  // the schedule, the lateness is paid back by the next sleep, so it never accumulates.
+  const double start = now_seconds();
+  if (overrun_s_ >= seconds) {  // this whole sleep is owed already
+    overrun_s_ -= seconds;
+    return;
+  }
+  const double deadline = start + seconds - overrun_s_;
+  timespec at;
+  at.tv_sec = time_t(std::floor(deadline));
+  at.tv_nsec = long((deadline - std::floor(deadline)) * 1e9);
+  // The steady clock is CLOCK_MONOTONIC (harness/core/clock.h), so the deadline is on it.
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr) == EINTR) {
+  }
+  overrun_s_ = std::max(0.0, now_seconds() - deadline);
+}
+
 Status LayerCompute::run(int layer, int repeats) {
   switch (spec_.kind) {
     case ComputeSpec::Kind::none: return Status::ok();
-    case ComputeSpec::Kind::sleep: {
-      // Linux lets a sleep overrun by its 50 us timer slack; across ~100 layer sleeps a
-      // step that is noise as large as the communication being measured.
-      static thread_local bool precise = prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) == 0;
-      (void)precise;
-      std::this_thread::sleep_for(std::chrono::duration<double>(spec_.seconds * repeats));
+    case ComputeSpec::Kind::sleep:
+      sleep(spec_.seconds * repeats);
       return Status::ok();
-    }
     case ComputeSpec::Kind::spin:
 #ifdef ZB_HAVE_CUDA
       if (compute_.kind() == MemKind::device)

@@ -65,7 +65,9 @@ class ZeroStep {
   // What the step quantizes (the stage's own, or what it takes of the configuration's).
   const Quantization& quantization() const { return quant_; }
   void set_mode(StepMode mode) { mode_ = mode; }
-  void set_layer_compute(LayerCompute* lc) { layer_compute_ = lc; }
+  void set_layer_compute(LayerCompute* lc) { layer_compute_ = lc, waits_.set_layer_compute(lc); }
+  // The last step's waits on the host, each with the collective it waited for.
+  const ComputeWaits& waits() const { return waits_; }
   // Logs each step's compute (forward and backward per layer, the update per unit) in program
   // order, beside the collectives a recording communicator logs (zb_predict).
   void set_schedule_log(ScheduleLog* log) { schedule_ = log; }

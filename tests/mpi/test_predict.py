@@ -41,6 +41,10 @@ def write(tmp, name, doc):
 
 
 def predict(sweep, args, expect_rc=0):
+    # No hand-off where the sweep timed none (its default stands in for nccl-tests'), so that
+    # an exact sweep's sums stay exact; a --serial sweep's own hand-off is used regardless.
+    if not any(a.startswith("--handoff-us=") for a in args):
+        args = ["--handoff-us=0", *args]
     data, proc = run_json(1, "zb_predict", [f"--sweep={sweep}", *args], expect_rc=expect_rc)
     return data, proc
 
@@ -170,7 +174,6 @@ def test_sizes_beyond_the_sweep_are_flagged():
 
 BAD = [["--params=1e6"],                            # no --sweep
        ["--sweep=/no/such.json"],
-       ["--sweep=SWEEP", "--ranks=4"],              # the sweep is at 2 ranks
        ["--sweep=SWEEP", "--compute=gemm:64"],
        ["--sweep=SWEEP", "--stages=z9"],
        ["--sweep=SWEEP", "--trace=/no/such/dir/t.json"],
@@ -187,12 +190,16 @@ def test_bad_input_exits_2_with_one_line_before_mpi():
         assert not bad_flag_failures("zb_predict", [[a.replace("SWEEP", sweep) for a in args] for args in BAD])
 
 
-def test_a_sweep_without_the_needed_op_fails_naming_it():
+def test_a_sweep_without_the_needed_op_prices_it_from_the_link_or_fails_naming_it():
     with tempfile.TemporaryDirectory() as tmp:
         sweep = write(tmp, "sweep.json", sweep_doc(2, ops=("all_reduce",)))
-        proc = run_single("zb_predict", [f"--sweep={sweep}", *MODEL, "--stages=z1"])
+        # Within the node: the reduce-scatter from the link the all-reduces were fitted to.
+        data, _ = predict(sweep, [*MODEL, "--stages=z1"])
+        assert [b["modelled"] for b in benchmarks(data).values()] == [1]
+        # Across nodes, where nothing was swept: refused, naming the op and the tier.
+        proc = run_single("zb_predict", [f"--sweep={sweep}", *MODEL, "--stages=z1", "--ranks-per-node=1"])
         assert proc.returncode != 0
-        assert "reduce_scatter" in proc.stderr
+        assert "reduce_scatter" in proc.stderr and "inter-node" in proc.stderr
 
 
 PIPE = ["--params=1000003", "--layers=8", "--pp=2", "--chunks=2", "--microbatches=2,4"]
@@ -236,7 +243,9 @@ def test_node_aware_stages_are_recorded_as_a_real_run_issues_them_over_their_gro
     # cross-node groups; the recorded ones are the real ones, and each is priced from its
     # group's sweep (a sweep without that group is refused, naming it).
     with tempfile.TemporaryDirectory() as tmp:
-        sweep = write(tmp, "sweep.json", sweep_doc(4, groups=("world", "node", "cross")))
+        doc = sweep_doc(4, groups=("world", "node", "cross"))
+        doc["context"]["nodes"] = "2"  # as zb_collectives writes it across 2 nodes of 2
+        sweep = write(tmp, "sweep.json", doc)
         args = [*MODEL, "--stages=hsdp,hpz", "--ranks-per-node=2"]
         proc = mpirun(4, "zb_zero", [*args, "--iters=1", "--warmup=0", "--no-check", f"--trace={tmp}/real.json"])
         assert proc.returncode == 0, proc.stderr

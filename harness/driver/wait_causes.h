@@ -1,0 +1,70 @@
+// Exposed communication by cause: when every rank issued each collective, on one clock, and
+// each wait of compute split into waiting for the last rank to issue (skew) and waiting for
+// the wire. Gathered on the driver's control plane after the timed steps, never inside them.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "harness/comm/traffic.h"
+#include "harness/core/trace.h"
+#include "harness/stage/compute_waits.h"
+
+namespace zb {
+
+class Driver;
+
+// One timing round between rank 0 and another machine's first rank: rank 0 entered it at h0
+// and left at h1, the other entered at p0 and left at p1, each on its own clock. Rank 0
+// answered the round once, after both had entered and before either left, so rank 0's clock
+// minus the other's lies within [h0 - p1, h1 - p0].
+struct ClockRound {
+  double h0, h1, p0, p1;
+};
+// The offset all rounds allow: the middle of where their bounds meet, and half that width as
+// its uncertainty; where they do not meet (a clock that drifted), the median of the rounds'
+// midpoints and the largest half-width.
+double clock_offset_from(const std::vector<ClockRound>& rounds, double* uncertainty_s);
+
+// Rank 0's steady clock minus this rank's. 0 where both read one clock: the same kernel boot
+// (one machine; tools/cluster.sh's nodes too). Other machines measure it in timing rounds on
+// the control plane, through their first rank, and every rank of a machine takes its value.
+Status clock_offset(Driver& d, double* offset_s);
+
+// Per entry of a traffic log: when the last rank issued it (on this rank's clock) and which
+// rank that was. Every rank must pass the same entries, each with issued_s recorded.
+struct LastIssue {
+  std::vector<double> at_s;
+  std::vector<int> rank;
+};
+Status last_issues(Driver& d, const std::vector<CollRecord>& log, double offset_s, LastIssue* out);
+
+// One rank's step: its waits, their skew and wire parts summed, and the rank that issued last
+// the collective of its largest skew part (-1: none met a late rank).
+struct StepCause {
+  double exposed_s = 0, skew_s = 0, wire_s = 0;
+  int late_rank = -1;
+};
+StepCause step_cause(const std::vector<WaitRecord>& waits, const LastIssue& last);
+
+// The timed steps' exposed communication by cause, as zb_zero reports it beside
+// exposed_comm_s: in each step the rank that waited longest (as exposed_comm_s takes the
+// worst rank), its skew and wire parts; the median over steps of each; and the late rank,
+// the one most often late over the steps (ties: the lowest; -1: no wait met a late rank).
+// NaN (and -1) where the engine's stream waits and the host timed nothing.
+struct ExposedByCause {
+  double skew_s = NAN, wire_s = NAN;
+  int late_rank = -1;
+};
+// `steps[s][r]`: rank r's step s.
+ExposedByCause exposed_by_cause(const std::vector<std::vector<StepCause>>& steps);
+// Every rank passes its own timed steps' waits; gathered over ranks, then exposed_by_cause.
+Status gather_exposed_by_cause(Driver& d, const std::vector<std::vector<WaitRecord>>& my_steps,
+                               const LastIssue& last, ExposedByCause* out);
+
+// A traced step's wait spans replaced by their parts: "wait for rank R" up to when the last
+// rank issued what it waited for, "wait for the wire" after it (args: "awaits", "part",
+// "late_rank"), so the two parts sum to the wait.
+void split_wait_spans(const std::vector<WaitRecord>& waits, const LastIssue& last, std::vector<TraceSpan>* spans);
+
+}  // namespace zb

@@ -1,0 +1,43 @@
+// Pricing a collective: measured where the sweep has it, modelled from the tiers elsewhere.
+#include "harness/predict/pricing.h"
+
+namespace zb {
+
+CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
+  const int ranks = c.ranks > 0 ? c.ranks : topo_.size;
+  const bool spans = c.group == Group::cross || (c.group == Group::world && topo_.nodes > 1);
+  const Tier tier = spans ? Tier::inter : Tier::intra;
+  // A world over several nodes of several ranks: a flat ring with hops of both tiers.
+  const bool mixed = c.group == Group::world && topo_.nodes > 1 && topo_.size > topo_.nodes;
+  const bool rate_set = spans && std::isfinite(inter_gbps_);
+  const double handoff = sweep_.handoff_s(c.op);
+  if (!rate_set) {
+    const SweepSeries* s = sweep_.find(c.op, c.dtype, ranks, tier, group_name(c.group));
+    if (s) {
+      const CollModel::Prediction p = s->model.predict(double(c.bytes()));
+      return CollCost{p.seconds, handoff, p.extrapolated};
+    }
+  }
+  if (ranks < 2) return CollCost{0, 0, false};  // one rank, unswept: nothing crosses a link
+  LinkFit inter = tiers_.inter;
+  if (rate_set) inter.seconds_per_byte = 8e-9 / inter_gbps_;
+  const LinkFit& link = spans ? inter : tiers_.intra;
+  if (!link.ok()) {
+    if (*missing)
+      *missing = Status::error(std::string("--sweep times no ") + coll_name(c.op) + " over " + std::to_string(ranks) +
+                               " ranks " + tier_name(tier) + ", and has no " + tier_name(tier) +
+                               " collective to fit the link to: sweep " +
+                               (spans ? "across nodes (zb_collectives --groups=world,node,cross on several nodes)"
+                                      : "within one node"));
+    return CollCost{0, 0, true};
+  }
+  const double bytes = double(c.bytes());
+  CollCost out;
+  out.seconds = mixed ? mixed_ring_seconds(c.op, ranks, bytes, tiers_.intra, inter)
+                      : ring_seconds(c.op, ranks, bytes, link);
+  out.handoff_s = handoff;
+  out.modelled = true;
+  return out;
+}
+
+}  // namespace zb

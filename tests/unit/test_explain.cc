@@ -1,0 +1,72 @@
+// --explain on a crafted trace: the worst rank found, a wait's two parts joined, each op lined
+// up with the predicted one in program order, and the differences summed by cause exactly.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "harness/predict/explain.h"
+
+namespace zb {
+namespace {
+
+// Rank 1 waited longest (1.8 s): it computed 0.6 s more than predicted, its all-reduce ran
+// 0.4 s longer and started 0.1 s after it was issued, rank 0 issued it 0.3 s late, and the
+// wait ended 0.3 s after the collective (the model's hand-off: 0.5 s).
+const char* kTrace = R"JSON({"displayTimeUnit": "ms", "zerobench": {"stage": "dp"}, "traceEvents": [
+{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "rank 0", "exposed_us": 200000.000}},
+{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "rank 1", "exposed_us": 1800000.000}},
+{"name": "forward L0", "ph": "X", "pid": 0, "tid": 0, "ts": 0, "dur": 1000000, "args": {}},
+{"name": "forward L0", "ph": "X", "pid": 1, "tid": 0, "ts": 0, "dur": 1200000, "args": {"layer": 0}},
+{"name": "backward L0", "ph": "X", "pid": 1, "tid": 0, "ts": 1200000, "dur": 2300000, "args": {"layer": 0}},
+{"name": "all_reduce 953.7 MiB (bf16)", "ph": "X", "pid": 1, "tid": 1, "ts": 3600000, "dur": 1400000, "args": {"unit": 0, "log": 12, "bytes": 1000000000, "issued_us": 3500000.000}},
+{"name": "wait for the wire", "ph": "X", "pid": 1, "tid": 2, "ts": 3800000, "dur": 1500000, "args": {"awaits": 12, "part": "wire", "late_rank": 0}},
+{"name": "wait for rank 0", "ph": "X", "pid": 1, "tid": 2, "ts": 3500000, "dur": 300000, "args": {"awaits": 12, "part": "skew", "late_rank": 0}},
+{"name": "optimizer U0", "ph": "X", "pid": 1, "tid": 0, "ts": 5300000, "dur": 100000, "args": {"unit": 0}}
+]})JSON";
+
+TEST(Explain, LinesUpEveryOpAndSumsTheDifferencesByCause) {
+  const std::string path = ::testing::TempDir() + "zb_explain_trace.json";
+  std::ofstream(path) << kTrace;
+  MeasuredStep m;
+  ASSERT_TRUE(read_measured_step(path, -1, &m));
+  EXPECT_EQ(m.rank, 1);
+  EXPECT_DOUBLE_EQ(m.exposed_s, 1.8);
+  ASSERT_EQ(m.compute.size(), 3u);
+  EXPECT_EQ(m.compute[2].name, "optimizer U0");
+  ASSERT_EQ(m.colls.size(), 1u);
+  EXPECT_EQ(m.colls[0].log, 12);
+  ASSERT_EQ(m.waits.size(), 1u);  // the skew part and the wire part: one wait
+  EXPECT_DOUBLE_EQ(m.waits[0].start_s, 3.5);
+  EXPECT_DOUBLE_EQ(m.waits[0].end_s, 5.3);
+  EXPECT_NEAR(m.waits[0].skew_s, 0.3, 1e-12);
+  EXPECT_EQ(m.waits[0].late_rank, 0);
+
+  // The replay: forward 1 s, backward 2 s, the all-reduce (number 7) 1 s from t=3, waited for
+  // until 4.5 (0.5 s hand-off), the update.
+  using K = ScheduleOp::Kind;
+  const std::vector<OpTiming> predicted = {{K::compute, "forward", 0, 0, 0, 0, 1},
+                                           {K::compute, "backward", 0, 0, 1, 1, 3},
+                                           {K::issue, "", -1, 7, 3, 3, 4, 1e9},
+                                           {K::wait, "", -1, 7, 3, 3, 4.5},
+                                           {K::compute, "update", 0, 0, 4.5, 4.5, 4.5}};
+  const Explanation x = explain(predicted, m, 0.5);
+  EXPECT_NEAR(x.exposed_measured_s, 1.8, 1e-12);
+  EXPECT_NEAR(x.exposed_predicted_s, 1.5, 1e-12);
+  EXPECT_NEAR(x.compute_s, 0.6, 1e-12);
+  EXPECT_NEAR(x.collective_s, 0.4, 1e-12);
+  EXPECT_NEAR(x.late_start_s, 0.1, 1e-12);
+  EXPECT_NEAR(x.skew_s, 0.3, 1e-12);
+  EXPECT_NEAR(x.handoff_s, -0.2, 1e-12);
+  // The three largest, in order.
+  const size_t compute = x.causes.find("600.000 ms compute"), coll = x.causes.find("400.000 ms collectives longer"),
+               skew = x.causes.find("300.000 ms waits for a late rank");
+  ASSERT_NE(compute, std::string::npos) << x.causes;
+  ASSERT_NE(coll, std::string::npos) << x.causes;
+  ASSERT_NE(skew, std::string::npos) << x.causes;
+  EXPECT_LT(compute, coll);
+  EXPECT_LT(coll, skew);
+  EXPECT_EQ(x.causes.find("hand-off"), std::string::npos);  // fourth: not named
+}
+
+}  // namespace
+}  // namespace zb

@@ -1,0 +1,235 @@
+// The predictor's links on synthetic data: a ring's cost, a tier's latency and bandwidth
+// recovered exactly from points made with them, collectives over more ranks than swept priced
+// from the fit, nccl-tests' -J JSON read into known times, and required_link_gbps for a step
+// solved by hand.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "harness/predict/link_rate.h"
+#include "harness/predict/nccl_tests.h"
+#include "harness/predict/pricing.h"
+#include "harness/predict/replay.h"
+#include "harness/predict/sweep.h"
+#include "harness/predict/tiers.h"
+
+namespace zb {
+namespace {
+
+TEST(Ring, StepsAndBytesOfEachOp) {
+  EXPECT_DOUBLE_EQ(ring_cost(Coll::all_reduce, 4).steps, 6);
+  EXPECT_DOUBLE_EQ(ring_cost(Coll::all_reduce, 4).bytes_factor, 1.5);
+  EXPECT_DOUBLE_EQ(ring_cost(Coll::all_gather, 4).steps, 3);
+  EXPECT_DOUBLE_EQ(ring_cost(Coll::reduce_scatter, 8).bytes_factor, 7.0 / 8);
+  EXPECT_DOUBLE_EQ(ring_cost(Coll::all_gather, 1).steps, 0);
+  const LinkFit link{2e-6, 1e-10, 1};
+  EXPECT_DOUBLE_EQ(ring_seconds(Coll::all_reduce, 4, 1e6, link), 6 * 2e-6 + 1.5 * 1e6 * 1e-10);
+  // A world of two nodes of two: each step as long as its slower hop, here the link between nodes.
+  const LinkFit intra{1e-6, 1e-11, 1}, inter{3e-6, 1e-9, 1};
+  EXPECT_DOUBLE_EQ(mixed_ring_seconds(Coll::all_gather, 4, 4e6, intra, inter), 3 * (3e-6 + 1e6 * 1e-9));
+}
+
+std::vector<TierPoint> synthetic(double alpha, double spb, int ranks) {
+  std::vector<TierPoint> pts;
+  const LinkFit link{alpha, spb, 0};
+  for (Coll op : {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather})
+    for (double b = 1024; b <= 16 << 20; b *= 2) pts.push_back({op, ranks, b, ring_seconds(op, ranks, b, link)});
+  return pts;
+}
+
+TEST(TierFit, RecoversLatencyAndBandwidthFromSyntheticPoints) {
+  const double alpha = 7.5e-6, spb = 8.0 / 12.5e9;  // 7.5 us per step, 12.5 Gbit/s
+  LinkFit f;
+  ASSERT_TRUE(fit_link(synthetic(alpha, spb, 4), &f));
+  EXPECT_NEAR(f.alpha_s, alpha, alpha * 1e-9);
+  EXPECT_NEAR(f.seconds_per_byte, spb, spb * 1e-9);
+  EXPECT_NEAR(f.gbps(), 12.5, 12.5 * 1e-9);
+  EXPECT_EQ(f.points, 45);
+  // Points at two rank counts are one link too.
+  std::vector<TierPoint> two = synthetic(alpha, spb, 2), eight = synthetic(alpha, spb, 8);
+  two.insert(two.end(), eight.begin(), eight.end());
+  ASSERT_TRUE(fit_link(two, &f));
+  EXPECT_NEAR(f.alpha_s, alpha, alpha * 1e-9);
+  EXPECT_NEAR(f.seconds_per_byte, spb, spb * 1e-9);
+  // A latency below zero is refitted as none: bandwidth alone, exact again for such points.
+  ASSERT_TRUE(fit_link(synthetic(0, spb, 2), &f));
+  EXPECT_NEAR(f.alpha_s, 0, 1e-15);
+  EXPECT_NEAR(f.seconds_per_byte, spb, spb * 1e-9);
+  // Nothing over more than one rank: nothing to fit.
+  EXPECT_FALSE(fit_link(synthetic(alpha, spb, 1), &f));
+}
+
+SweepSeries series(Coll op, int ranks, Tier tier, const std::string& group, double alpha, double spb) {
+  SweepSeries s;
+  s.op = op, s.dtype = "bf16", s.group = group, s.ranks = ranks, s.tier = tier;
+  const LinkFit link{alpha, spb, 0};
+  for (double b = 65536; b <= 4 << 20; b *= 2) s.points.push_back({b, ring_seconds(op, ranks, b, link)});
+  return s;
+}
+
+CollRecord rec(Coll op, uint64_t bytes, Group g, int ranks) {
+  CollRecord c{op, bytes / 2, DType::bf16};
+  c.group = g, c.ranks = ranks;
+  return c;
+}
+
+TEST(Pricer, ReadsTheSweepWhereItTimedTheCollectiveAndScalesTheRingElsewhere) {
+  // Swept on 2 nodes of 1 rank (the links between nodes) and on one node of 2 ranks.
+  const double a_in = 20e-6, b_in = 1e-9, a_x = 2e-6, b_x = 1e-10;
+  std::vector<SweepSeries> ss;
+  for (Coll op : {Coll::all_reduce, Coll::all_gather}) {
+    ss.push_back(series(op, 2, Tier::inter, "world", a_in, b_in));
+    ss.push_back(series(op, 2, Tier::intra, "node", a_x, b_x));
+  }
+  Sweep sweep;
+  ASSERT_TRUE(Sweep::from_series(ss, 2, 2, 0, &sweep));
+  const Tiers tiers = fit_tiers(sweep);
+  ASSERT_TRUE(tiers.inter.ok() && tiers.intra.ok());
+  EXPECT_NEAR(tiers.inter.alpha_s, a_in, 1e-15);
+  Status missing;
+  // As swept: 2 nodes of 1, read off the sweep (1 MiB is a swept size).
+  Topology two;
+  ASSERT_TRUE(modelled_topology(2, 1, &two));
+  CollCost c = Pricer(sweep, tiers, two).cost(rec(Coll::all_reduce, 1 << 20, Group::world, 2), &missing);
+  EXPECT_FALSE(c.modelled);
+  EXPECT_NEAR(c.seconds, 2 * a_in + 1.0 * (1 << 20) * b_in, 1e-12);
+  // 4 nodes of 1: a ring of 4 over the links between nodes.
+  Topology four;
+  ASSERT_TRUE(modelled_topology(4, 1, &four));
+  c = Pricer(sweep, tiers, four).cost(rec(Coll::all_reduce, 1 << 20, Group::world, 4), &missing);
+  EXPECT_TRUE(c.modelled);
+  EXPECT_NEAR(c.seconds, 6 * a_in + 1.5 * (1 << 20) * b_in, 1e-12);
+  // 2 nodes of 2: the world's ring has hops of both tiers; the node group is intra-node.
+  Topology mixed;
+  ASSERT_TRUE(modelled_topology(4, 2, &mixed));
+  c = Pricer(sweep, tiers, mixed).cost(rec(Coll::all_gather, 1 << 20, Group::world, 4), &missing);
+  EXPECT_NEAR(c.seconds, 3 * (a_in + (1 << 20) / 4.0 * b_in), 1e-12);
+  c = Pricer(sweep, tiers, mixed).cost(rec(Coll::all_gather, 1 << 20, Group::node, 2), &missing);
+  EXPECT_FALSE(c.modelled);
+  EXPECT_NEAR(c.seconds, a_x + 0.5 * (1 << 20) * b_x, 1e-12);
+  // The links between nodes at 8 Gbit/s: modelled at that rate, latency kept.
+  c = Pricer(sweep, tiers, two, 8).cost(rec(Coll::all_reduce, 1 << 20, Group::world, 2), &missing);
+  EXPECT_TRUE(c.modelled);
+  EXPECT_NEAR(c.seconds, 2 * a_in + 1.0 * (1 << 20) * 1e-9, 1e-12);
+  EXPECT_TRUE(missing);
+  // An op no tier can price over the links between nodes: one line naming it.
+  Sweep intra_only;
+  ASSERT_TRUE(Sweep::from_series({series(Coll::all_reduce, 2, Tier::intra, "world", a_x, b_x)}, 2, 1, 0, &intra_only));
+  const Tiers t2 = fit_tiers(intra_only);
+  Pricer(intra_only, t2, four).cost(rec(Coll::all_reduce, 1 << 20, Group::world, 4), &missing);
+  EXPECT_FALSE(missing);
+  EXPECT_NE(missing.message().find("inter-node"), std::string::npos) << missing.message();
+}
+
+TEST(Pricer, OneRankIsReadOffTheSweepWhereItWasTimed) {
+  // nccl-tests at one GPU (-g 1) still times each collective (a copy on the device): a step
+  // predicted at one rank from it costs those times, not nothing.
+  SweepSeries one;
+  one.op = Coll::all_reduce, one.dtype = "bf16", one.group = "world", one.ranks = 1, one.tier = Tier::intra;
+  one.points = {{65536, 5e-6}, {131072, 7e-6}};
+  Sweep sweep;
+  ASSERT_TRUE(Sweep::from_series({one}, 1, 1, 0, &sweep));
+  const Tiers tiers = fit_tiers(sweep);
+  Topology solo;
+  ASSERT_TRUE(modelled_topology(1, 1, &solo));
+  Status missing;
+  CollCost c = Pricer(sweep, tiers, solo).cost(rec(Coll::all_reduce, 98304, Group::world, 1), &missing);
+  EXPECT_FALSE(c.modelled);
+  EXPECT_NEAR(c.seconds, 6e-6, 1e-15);  // halfway between the two swept sizes
+  // An op the sweep did not time over one rank: nothing crosses a link, so it costs nothing.
+  c = Pricer(sweep, tiers, solo).cost(rec(Coll::all_gather, 98304, Group::world, 1), &missing);
+  EXPECT_EQ(c.seconds, 0);
+  EXPECT_TRUE(missing);
+}
+
+// nccl-tests 2.19's -J output, as src/util.cu writes it (version 3), for all_gather_perf on 2
+// processes of 4 GPUs on two hosts: "size" the full buffer, times in microseconds, one
+// in-place time "nan", one size timed twice (-N 2).
+const char* kNcclTestsJson = R"({"version":3,"start_time":"2025-06-01 10:00:00","args":["./build/all_gather_perf","-b","1M","-e","4M","-f","2","-g","4","-J","ag.json"],"env":["PATH=/usr/bin"],"nccl_version":22703,"config":{"nthreads":1,"ngpus":4,"minimum_bytes":1048576,"maximum_bytes":4194304,"step_factor":2,"warmup_iters":1,"iterations":20,"aggregated_iterations":1,"validation":1,"graph":0,"blocking_collectives":"false","per_iter_timing":"false","per_iter_skip":0,"parallel_init":"false","devices":[{"rank":0,"group":0,"pid":11,"hostname":"a","device":0,"device_hex":"0000:18:00","device_info":"NVIDIA H100"},{"rank":4,"group":0,"pid":12,"hostname":"b","device":0,"device_hex":"0000:18:00","device_info":"NVIDIA H100"}]},"results":[{"size":1048576,"count":32768,"type":"float","redop":"none","root":"    -1","out_of_place":{"time":40.500000,"alg_bw":25.89,"bus_bw":22.65,"nwrong":0.000000},"in_place":{"time":38.250000,"alg_bw":27.41,"bus_bw":23.99,"nwrong":0.000000},"actual_iterations":20,"experiment_name":""},{"size":2097152,"count":65536,"type":"float","redop":"none","root":"    -1","out_of_place":{"time":61.000000,"alg_bw":34.38,"bus_bw":30.08,"nwrong":0.000000},"in_place":{"time":"nan","alg_bw":"nan","bus_bw":"nan","nwrong":null},"actual_iterations":20,"experiment_name":""},{"size":4194304,"count":131072,"type":"float","redop":"none","root":"    -1","out_of_place":{"time":102.000000,"alg_bw":41.12,"bus_bw":35.98,"nwrong":0.000000},"in_place":{"time":101.000000,"alg_bw":41.53,"bus_bw":36.34,"nwrong":0.000000},"actual_iterations":20,"experiment_name":""},{"size":1048576,"count":32768,"type":"float","redop":"none","root":"    -1","out_of_place":{"time":39.000000,"alg_bw":26.89,"bus_bw":23.53,"nwrong":0.000000},"in_place":{"time":39.500000,"alg_bw":26.55,"bus_bw":23.23,"nwrong":0.000000},"actual_iterations":20,"experiment_name":""}],"out_of_bounds":{"count":0,"okay":"true"},"average_bus_bandwidth":{"bandwidth":29.98,"okay":"unchecked"},"errors":[],"end_time":"2025-06-01 10:00:05"})";
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(NcclTests, ParsedIntoKnownTimes) {
+  const std::string path = write_temp("zb_ag.json", kNcclTestsJson);
+  std::vector<NcclTestsRun> runs;
+  ASSERT_TRUE(read_nccl_tests(path, &runs));
+  ASSERT_EQ(runs.size(), 1u);
+  const NcclTestsRun& r = runs[0];
+  EXPECT_EQ(r.op, Coll::all_gather);
+  EXPECT_EQ(r.type, "float");
+  EXPECT_EQ(r.ranks, 8);  // 2 processes x 1 thread x 4 GPUs
+  EXPECT_EQ(r.nodes, 2);
+  ASSERT_EQ(r.points.size(), 3u);
+  // Each size its fastest time: in place, out of place, or the repeat.
+  EXPECT_DOUBLE_EQ(r.points[0].bytes, 1048576);
+  EXPECT_DOUBLE_EQ(r.points[0].seconds, 38.25e-6);
+  EXPECT_DOUBLE_EQ(r.points[1].seconds, 61e-6);  // the in-place "nan" left out
+  EXPECT_DOUBLE_EQ(r.points[2].seconds, 101e-6);
+  // As a sweep: the world of 8 across 2 nodes, its hand-off the default given.
+  Sweep sweep;
+  ASSERT_TRUE(Sweep::load(path, 12e-6, &sweep));
+  EXPECT_EQ(sweep.ranks(), 8);
+  EXPECT_EQ(sweep.ranks_per_node(), 4);
+  const SweepSeries* s = sweep.find(Coll::all_gather, DType::bf16, 8, Tier::inter);
+  ASSERT_NE(s, nullptr);  // fp32 timed, priced by bytes for bf16
+  EXPECT_EQ(s->dtype, "fp32");
+  EXPECT_DOUBLE_EQ(s->model.predict(3 << 20).seconds, (61e-6 + 101e-6) / 2);
+  EXPECT_DOUBLE_EQ(sweep.handoff_s(Coll::all_gather), 12e-6);
+  EXPECT_TRUE(sweep.handoff_defaulted());
+  // Another program's file, and a file that is not nccl-tests': one line each.
+  std::string other = kNcclTestsJson;
+  other.replace(other.find("all_gather_perf"), 15, "broadcast_perf");
+  Status bad = read_nccl_tests(write_temp("zb_bc.json", other), &runs);
+  EXPECT_FALSE(bad);
+  EXPECT_NE(bad.message().find("broadcast_perf"), std::string::npos) << bad.message();
+  EXPECT_FALSE(read_nccl_tests(write_temp("zb_not.json", "{\"benchmarks\": []}"), &runs));
+  // The same op twice in two files is refused, naming both.
+  bad = Sweep::load(path + "," + path, 0, &sweep);
+  EXPECT_FALSE(bad);
+  EXPECT_NE(bad.message().find("give one of them"), std::string::npos) << bad.message();
+}
+
+TEST(RequiredLinkGbps, AStepSolvedByHand) {
+  // Two nodes of one rank; one layer of 1 s forward and 2 s backward, then its all-reduce of
+  // 1e9 bytes, which the update waits for whole. Exposed = T, step = 3 + T, with
+  // T = 2 (N-1) alpha + 2 (N-1)/N x 1e9 x 8 / (G 1e9) = 2 alpha + 8 / G at N = 2. Exposed within
+  // 5% of the step: T <= 0.05 (3 + T), T <= 3 / 19; with alpha = 10 ms, G = 8 / (3/19 - 0.02).
+  const double alpha = 0.01;
+  Sweep sweep;
+  ASSERT_TRUE(Sweep::from_series({series(Coll::all_reduce, 2, Tier::inter, "world", alpha, 1e-9)}, 2, 2, 0, &sweep));
+  const Tiers tiers = fit_tiers(sweep);
+  RecordedStep step;
+  ASSERT_TRUE(modelled_topology(2, 1, &step.topo));
+  step.compute.kind = ComputeSpec::Kind::sleep;
+  step.compute.seconds = 1;
+  step.log.step();
+  step.log.compute("forward", 0);
+  step.log.compute("backward", 0);
+  step.log.issue(1, rec(Coll::all_reduce, 1000000000, Group::world, 2));
+  step.log.wait(1);
+  step.log.compute("update", 0);
+  Status missing;
+  const double want = 8 / (3.0 / 19 - 2 * alpha);
+  EXPECT_NEAR(step_required_link_gbps(step, sweep, tiers, 0.05, &missing), want, want * 1e-6);
+  EXPECT_TRUE(missing);
+  // At that rate the replay has exposed communication at 5% of the step.
+  const StepPrediction p = replay(step, sweep, tiers, want, &missing);
+  EXPECT_NEAR(p.exposed_s / p.step_s, 0.05, 1e-6);
+  // A latency alone above the bar: no rate suffices.
+  Sweep slow;
+  ASSERT_TRUE(Sweep::from_series({series(Coll::all_reduce, 2, Tier::inter, "world", 1.0, 1e-9)}, 2, 2, 0, &slow));
+  EXPECT_TRUE(std::isnan(step_required_link_gbps(step, slow, fit_tiers(slow), 0.05, &missing)));
+  // One node: no link between nodes to ask about.
+  RecordedStep one = step;
+  ASSERT_TRUE(modelled_topology(2, 2, &one.topo));
+  EXPECT_TRUE(std::isnan(step_required_link_gbps(one, sweep, tiers, 0.05, &missing)));
+}
+
+}  // namespace
+}  // namespace zb
