@@ -5,13 +5,18 @@ rendezvous, a rank that never arrives) ends in one line per process, with no han
 
 import json
 import os
+import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 
 import pytest
 
 from zbrun import ENV, benchmarks, binary, run_json, stderr_lines
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "plots"))
+from compare_rules import EXACT as COMPARED_EXACT  # noqa: E402  the regression gate's exact metrics
 
 # No MPI launcher's variables may leak in from a test runner started under one.
 PLAIN = {k: v for k, v in ENV.items()
@@ -105,6 +110,51 @@ def test_gloo_under_mpirun_matches_the_mpi_backend():
     for name in want:
         for c in EXACT:
             assert got[name][c] == want[name][c], (name, c)
+
+
+# zb_zero's exact metrics, but for resident-memory growth: measured, and each library's own.
+ZERO = ["--params=100000", "--layers=2", "--bucket-mb=0.1", "--iters=1", "--warmup=0",
+        "--stages=z2,z3"]
+
+
+def same_exact(want, got):
+    assert sorted(want) == sorted(got)
+    for name in want:
+        assert got[name]["wrong"] == 0, name
+        for c in sorted(COMPARED_EXACT - {"bytes_per_param_measured"}):
+            if c in want[name]:
+                assert got[name][c] == want[name][c], (name, c)
+
+
+@gloo
+def test_zb_zero_from_the_environment_matches_mpirun():
+    mpi, _ = run_json(2, "zb_zero", [*ZERO, "--backend=mpi"])
+    port = free_port()
+    env = env_json([torchrun_env(r, 2, port) for r in range(2)], "zb_zero", [*ZERO, "--backend=gloo"])
+    same_exact(benchmarks(mpi), benchmarks(env))
+
+
+def torchrun():
+    """torchrun from $ZB_TORCHRUN (a virtual environment's, say) or PATH; None when absent."""
+    path = os.environ.get("ZB_TORCHRUN") or shutil.which("torchrun")
+    return path if path and os.access(path, os.X_OK) else None
+
+
+@gloo
+@pytest.mark.skipif(torchrun() is None, reason="no torchrun (pip install torch in a virtual environment "
+                    "and set ZB_TORCHRUN=<venv>/bin/torchrun)")
+def test_torchrun_starts_zb_zero_as_mpirun_does():
+    mpi, _ = run_json(2, "zb_zero", [*ZERO, "--backend=mpi"])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "out.json")
+        p = subprocess.run([torchrun(), "--nproc-per-node=2", f"--master-port={free_port()}", "--no-python",
+                            binary("zb_zero"), *ZERO, "--backend=gloo", f"--json={path}"], env=PLAIN,
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        with open(path) as f:
+            got = json.load(f)
+    assert got["context"]["launch"] == "torchrun"
+    same_exact(benchmarks(mpi), benchmarks(got))
 
 
 def one_line_each(procs, rc, text):
