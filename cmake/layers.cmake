@@ -117,9 +117,10 @@ function(zb_check_includes root)
 endfunction()
 
 # One folder's static library, zb_<folder with / as _> (zb_harness_core, zb_kernels): its
-# sources (.cc; .cu, *_cuda.cc and nccl_backend.cc only with CUDA), in sub-folders too, linking
-# exactly the libraries of the folders its row uses (USES, checked against the table) and the
-# outside libraries named in LIBS. Every library waits for the include check of this build.
+# sources (.cc; .cu, *_cuda.cc and nccl_backend.cc only with CUDA, gloo_backend.cc only with
+# Gloo), in sub-folders too, linking exactly the libraries of the folders its row uses (USES,
+# checked against the table) and the outside libraries named in LIBS. Every library waits for
+# the include check of this build.
 function(zb_layer folder)
   cmake_parse_arguments(arg "" "" "USES;LIBS" ${ARGN})
   get_property(layers GLOBAL PROPERTY zb_layers)
@@ -133,6 +134,9 @@ function(zb_layer folder)
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${folder}/*.cc ${PROJECT_SOURCE_DIR}/${folder}/*.cu)
   if(NOT ZB_CUDA_ENABLED)
     list(FILTER sources EXCLUDE REGEX "(_cuda\\.cc|nccl_backend\\.cc|\\.cu)$")
+  endif()
+  if(NOT ZB_GLOO_ENABLED)
+    list(FILTER sources EXCLUDE REGEX "gloo_backend\\.cc$")
   endif()
   string(REPLACE "/" "_" name "zb_${folder}")
   add_library(${name} STATIC ${sources})

@@ -2,7 +2,8 @@
 # cluster.sh: a cluster of K nodes on one machine, made of Linux network namespaces joined by
 # shaped links to a switch, and Open MPI jobs launched across it. Ranks of one node share
 # memory as on a real node; ranks of different nodes talk over the node's link, whose transmit
-# counter is the inter-node byte count the benchmarks report. Needs root.
+# counter is the inter-node byte count the benchmarks report. run --env starts the ranks as
+# plain processes with torchrun's variables instead, with no MPI. Needs root.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -11,6 +12,7 @@ usage() {
 usage: tools/cluster.sh up --nodes=K --ranks-per-node=R [--link-gbps=G] [--link-latency-us=L]
                            [--name=NAME]
        tools/cluster.sh run [--name=NAME] [MPIRUN OPTIONS...] -- PROGRAM [ARGS...]
+       tools/cluster.sh run --env [--name=NAME] [--master-port=P] -- PROGRAM [ARGS...]
        tools/cluster.sh down [--name=NAME]
        tools/cluster.sh status [--name=NAME]
 
@@ -24,6 +26,10 @@ run     launches PROGRAM on K x R ranks with Open MPI: mpirun runs on node 0 and
         namespace. Options before -- go to mpirun (e.g. --mca btl tcp,self). The ranks see
         ZB_INTER_NODE_COUNTER (the node link's tx_bytes) and ZB_INTRA_NODE_COUNTER (the node
         loopback's tx_bytes, which carries same-node traffic only over TCP).
+run --env  starts the K x R ranks itself, each a plain process in its node's namespace under
+        its node's hostname, with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR
+        (node 0's address, 10.77.0.1) and MASTER_PORT (default 29500), as torchrun or a
+        Kubernetes job would: no mpirun, no MPI at run time (the gloo or nccl backend).
 down    stops every process left in the cluster's namespaces and removes all it made.
 status  says whether the cluster is up and how it was made.
 NAME defaults to zb; several clusters with different names can be up at once. Every exit path
@@ -38,7 +44,7 @@ fail() { echo "cluster.sh: $*" >&2; exit 1; }
 (($#)) || { usage >&2; exit 2; }
 cmd=$1
 shift
-name=zb nodes="" rpn="" gbps="" lat_us=""
+name=zb nodes="" rpn="" gbps="" lat_us="" env_launch=0 master_port=29500
 mpirun_opts=() program=()
 case $cmd in
   -h|--help) usage; exit 0 ;;
@@ -52,6 +58,8 @@ while (($#)); do
     --ranks-per-node=*) [[ $cmd == up ]] || die2 "--ranks-per-node is an option of up"; rpn=${1#*=} ;;
     --link-gbps=*) [[ $cmd == up ]] || die2 "--link-gbps is an option of up"; gbps=${1#*=} ;;
     --link-latency-us=*) [[ $cmd == up ]] || die2 "--link-latency-us is an option of up"; lat_us=${1#*=} ;;
+    --env) [[ $cmd == run ]] || die2 "--env is an option of run"; env_launch=1 ;;
+    --master-port=*) [[ $cmd == run ]] || die2 "--master-port is an option of run"; master_port=${1#*=} ;;
     --) shift; program=("$@"); break ;;
     -h|--help) usage; exit 0 ;;
     *) [[ $cmd == run ]] || die2 "unknown option '$1' for $cmd (see --help)"; mpirun_opts+=("$1") ;;
@@ -179,10 +187,47 @@ load_state() {
   source "$state/config"
 }
 
+# run --env: every rank a process of its own in its node's namespace and hostname, given the
+# variables torchrun gives; the job's status is the first failing rank's (0 when all succeed).
+cluster_run_env() {
+  ((${#mpirun_opts[@]} == 0)) || die2 "run --env starts no mpirun, so it takes no mpirun options (got '${mpirun_opts[*]}')"
+  [[ $master_port =~ ^[0-9]+$ ]] && ((master_port >= 1 && master_port <= 65535)) \
+    || die2 "--master-port must be a TCP port, 1 to 65535, not '$master_port'"
+  local size=$((nodes * ranks_per_node)) i l r pids=() rc=0 one
+  stop_ranks() {
+    local pid
+    for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
+  }
+  trap 'stop_ranks; exit 130' INT TERM
+  for ((i = 0; i < nodes; i++)); do
+    for ((l = 0; l < ranks_per_node; l++)); do
+      r=$((i * ranks_per_node + l))
+      setsid ip netns exec "$(node_ns "$i")" unshare --uts -- env -u OMPI_COMM_WORLD_RANK -u PMIX_RANK \
+        -u PMI_RANK RANK=$r WORLD_SIZE=$size LOCAL_RANK=$l LOCAL_WORLD_SIZE=$ranks_per_node \
+        MASTER_ADDR="$(node_ip 0)" MASTER_PORT="$master_port" \
+        /bin/sh -c 'hostname "$0" && exec "$@"' "$(node_host "$i")" "${program[@]}" &
+      pids+=($!)
+    done
+  done
+  for one in "${pids[@]}"; do
+    wait "$one"
+    r=$?
+    ((rc == 0)) && rc=$r
+  done
+  trap - INT TERM
+  return "$rc"
+}
+
 cluster_run() {
   ((${#program[@]})) || die2 "run needs -- PROGRAM [ARGS...]"
   need_root
   load_state
+  export ZB_INTER_NODE_COUNTER=/sys/class/net/uplink/statistics/tx_bytes
+  export ZB_INTRA_NODE_COUNTER=/sys/class/net/lo/statistics/tx_bytes
+  if ((env_launch)); then
+    cluster_run_env
+    return $?
+  fi
   local i hostlist="" n0
   for ((i = 0; i < nodes; i++)); do hostlist+="${hostlist:+,}$(node_host "$i"):$ranks_per_node"; done
   n0=$(node_ns 0)

@@ -204,6 +204,14 @@ run_path() {  # run_path NAME PROGRAM ARGS...: results/NAME.json; SKIP when the 
 # Every size of every op checked element by element; --serial also times each one waited for,
 # which the prediction below takes the hand-off of a blocking wait from.
 run_path collectives zb_collectives --min-bytes=1K --max-bytes=256M --step-factor=4 --iters=10 --warmup=3 --serial
+# NCCL without MPI: one rank launched from torchrun's variables (the TCP control plane, NCCL's
+# unique id handed out on it, the GPU from LOCAL_RANK), every element checked.
+if [[ -x $bin/zb_collectives ]]; then
+  check nccl_env_launch env -u OMPI_COMM_WORLD_RANK -u PMIX_RANK -u PMI_RANK RANK=0 WORLD_SIZE=1 \
+    LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 bash -c "'$bin/zb_collectives' --backend=nccl --timeout=60 \
+    --min-bytes=1K --max-bytes=1M --step-factor=32 --iters=3 --warmup=1 --json='$work/env_launch.json' \
+    && grep -q '\"launch\": \"torchrun\"' '$work/env_launch.json'"
+fi
 # The hierarchical all-reduce: the node and cross-node communicators ncclCommSplit makes, and
 # NCCL's in-place reduce-scatter, all-reduce and all-gather on them, every element checked.
 run_path hier zb_collectives --ops=hier_all_reduce --min-bytes=1K --max-bytes=256M --step-factor=16 \

@@ -15,6 +15,9 @@ have git || missing+=(git)
 [[ -f /usr/include/benchmark/benchmark.h ]] || missing+=(libbenchmark-dev)
 [[ -f /usr/include/gtest/gtest.h ]] || missing+=(libgtest-dev)
 [[ -f /usr/include/nlohmann/json.hpp ]] || missing+=(nlohmann-json3-dev)
+# Gloo (the gloo backend) is optional: asked for only where the distribution has the package.
+[[ -f /usr/include/gloo/config.h ]] || { have apt-cache && apt-cache show libgloo-dev >/dev/null 2>&1 \
+  && missing+=(libgloo-dev); }
 have python3 || missing+=(python3 python3-pip)
 
 if ((${#missing[@]})); then

@@ -6,8 +6,10 @@ with its estimate and actual time, then draws the figures, writes summary.md and
 import os
 import platform
 import socket
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -20,6 +22,7 @@ import run_launch  # noqa: E402
 import run_manifest  # noqa: E402
 import run_progress  # noqa: E402
 import run_table  # noqa: E402
+import run_exec  # noqa: E402
 from run_exec import Runner, log, log_tail  # noqa: E402
 
 
@@ -44,7 +47,8 @@ def plan(table, o, launch_info, out, bin_dir):
     """[Planned] for the selected runs, the estimate scaled by what this host's last run of the
     same kind found; and the sentence saying where the estimate came from."""
     backend, ranks, wire_note = launch_info
-    machine = table.machine[backend]
+    column = run_launch.table_backend(backend)
+    machine = table.machine[column]
     ratios, source = run_manifest.learned_ratios(os.path.dirname(out), out, platform.node(), o.size,
                                                  backend, ranks)
     reps = o.repetitions or table.repetitions[o.size]
@@ -52,7 +56,7 @@ def plan(table, o, launch_info, out, bin_dir):
     for run in table.runs:
         if o.only and run.family not in o.only:
             continue
-        words = run.argv(o.size, backend, out) + o.extra.get(run.label, [])
+        words = run.argv(o.size, column, out) + o.extra.get(run.label, [])
         count, total = run_cost.estimate(run.binary, words, run.launch, ranks, reps if run.repetitions else 1,
                                          machine, table.cost)
         each = run_cost.per_benchmark(run.binary, words, run.launch, ranks, reps if run.repetitions else 1,
@@ -81,6 +85,27 @@ def install_and_build():
         log("build failed")
         return None
     return os.path.join(ROOT, "build", "bin")
+
+
+def check_env_launch(o, started):
+    """Under an environment launch (run_all.sh started once per rank): what the options may not
+    ask for there, as one line; "" when they fit."""
+    who = f"started by {started.kind} as rank {started.rank} of {started.size}"
+    if not o.bin_dir and not o.plan:
+        return f"{who}: give --bin=DIR (every rank runs the binaries there; all building at once would collide)"
+    if o.np and o.np != started.size:
+        return f"--np={o.np} contradicts the {started.size} ranks {started.kind} started"
+    if o.backend == "mpi":
+        return f"--backend=mpi needs an MPI launcher, and run_all.sh was {who}: use gloo, nccl or auto"
+    return ""
+
+
+def rank_only(out, planned, table):
+    """A rank other than 0 of an environment launch leaves the one-process runs to rank 0."""
+    for p in planned:
+        if table.run(p.label).launch == "single" and not p.skip:
+            p.skip = "rank 0 runs it"
+    return planned
 
 
 def post(o, out, failures):
@@ -153,12 +178,29 @@ def main(argv):
     if o.help:
         sys.stdout.write(run_all_options.usage(table))
         return 0
-    out = results_folder(o) if not o.plan else os.path.abspath(o.out or os.path.join(ROOT, "results", "plan"))
+    try:
+        started = run_launch.env_launch(os.environ)
+    except run_launch.LaunchError as e:
+        return die2(str(e))
+    why = check_env_launch(o, started) if started else ""
+    if why:
+        return die2(why)
+    helper = started is not None and started.rank > 0 and not o.plan
+    if helper:  # silent (rank 0 speaks), its logs in a folder of its own, removed at the end
+        run_exec.Display.current = run_exec.Display(open(os.devnull, "w"), False)
+        out = tempfile.mkdtemp(prefix=f"zb_rank{started.rank}_")
+        os.makedirs(os.path.join(out, "logs"))
+    else:
+        out = results_folder(o) if not o.plan else os.path.abspath(o.out or os.path.join(ROOT, "results", "plan"))
     if out is None:
         return die2(f"--out: cannot create a writable folder {o.out or 'under results/'}")
     t_start = time.monotonic()
     gpus, cores = run_launch.gpu_count(), os.cpu_count() or 2
-    slurm = run_launch.slurm_active(os.environ)
+    slurm = run_launch.slurm_active(os.environ) and started is None  # inside a step: no srun
+    if started is not None and o.backend == "auto":
+        o.backend = "nccl" if gpus else "gloo"  # no MPI: the binaries' own choice from the environment
+    if started is not None:
+        o.np = started.size
     if o.plan:
         bin_dir = o.bin_dir or os.path.join(ROOT, "build", "bin")
         try:
@@ -189,7 +231,7 @@ def main(argv):
     srun_mpi, srun_from = o.srun_mpi, o.srun_mpi_from
     if slurm and not srun_mpi:
         srun_mpi, srun_from = run_launch.probe_srun_plugin(bin_dir, ranks)
-    launch = run_launch.make_launch(bin_dir, backend, ranks, cores, slurm, srun_mpi)
+    launch = run_launch.make_launch(bin_dir, backend, ranks, cores, slurm, srun_mpi, started)
 
     # A reused folder: drop what this runner writes, so nothing stale passes for this run's.
     stale = [r.json for r in table.runs if r.json] + ["manifest.json", "summary.md", "compare.md"]
@@ -199,8 +241,15 @@ def main(argv):
         except FileNotFoundError:
             pass
     planned, ratios, source, note = plan(table, o, (backend, ranks, launch.wire_note), out, bin_dir)
+    if helper:
+        runner = Runner(table, o, launch, out, rank_only(out, planned, table), o.repetitions or table.repetitions[o.size])
+        runner.run_all()
+        shutil.rmtree(out, ignore_errors=True)
+        return 1 if runner.failures else 0
     size_note = "" if o.size == "default" else f", {o.size}"
     slurm_note = f", Slurm job {os.environ.get('SLURM_JOB_ID')}, srun --mpi={srun_mpi} ({srun_from})" if slurm else ""
+    if started is not None:
+        slurm_note += f", started by {started.kind}: every rank runs each benchmark, rank 0 writes"
     log(f"{ranks} ranks, backend {backend} ({how}), {gpus} GPU(s), {cores} cores{size_note}{slurm_note}; "
         f"results in {out}")
     for line in run_progress.plan_lines(planned, note):
@@ -237,7 +286,7 @@ def main(argv):
         "backend_chosen_by": how,
         "ranks": ranks,
         "repetitions": reps,
-        "launcher": " ".join(launch.launcher),
+        "launcher": " ".join(launch.launcher) or f"{started.kind} (every rank runs run_all.sh)",
         "slurm": None if not slurm else {
             "job_id": os.environ.get("SLURM_JOB_ID", ""),
             "nodes": os.environ.get("SLURM_JOB_NUM_NODES", os.environ.get("SLURM_NNODES", "")),

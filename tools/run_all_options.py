@@ -76,8 +76,9 @@ options:
   --srun-mpi=PLUGIN  under Slurm: srun's --mpi plugin (default: $ZB_SRUN_MPI, else the first
                      of pmix, pmix_v*, pmi2 in `srun --mpi=list` with which a two-rank MPI
                      job starts, else none)
-  --backend=B        auto | mpi | nccl (default auto: mpi without a GPU; with one, what the
-                     binaries' --show-backend says, nccl when the build has CUDA)
+  --backend=B        auto | mpi | nccl | gloo (default auto: mpi without a GPU; with one, what
+                     the binaries' --show-backend says, nccl when the build has CUDA; started
+                     from the environment, gloo without a GPU); gloo is sized as mpi
   --out=DIR          results folder (default results/<UTC stamp>_<host>)
   --repetitions=N    repeat every Google Benchmark benchmark N times (default per run size,
                      above): figures and summary.md show the median and the spread
@@ -111,7 +112,10 @@ benchmark that fails is reported with the tail of its log and the others still r
 code is 1 if any benchmark, the figures or the comparison failed, 2 for a bad option.
 Under Slurm (SLURM_JOB_ID set and srun present) ranks are launched with srun --mpi=PLUGIN,
 as many as the allocation has tasks (SLURM_NTASKS, else nodes x GPUs per node); the plugin
-and how it was chosen go to manifest.json. Elsewhere mpirun.
+and how it was chosen go to manifest.json. Elsewhere mpirun. Started itself once per rank
+(torchrun, a Kubernetes job, srun --mpi=none: RANK and WORLD_SIZE, or SLURM_PROCID and
+SLURM_STEP_ID, set), every rank runs each benchmark directly with --bin (required), rank 0
+alone runs the one-process runs and writes the results folder.
 """
 
 
@@ -143,8 +147,8 @@ def parse(argv, table, env):
         elif name == "--repetitions":
             o.repetitions = positive(value, "--repetitions")
         elif name == "--backend":
-            if value not in ("auto", "mpi", "nccl"):
-                raise Usage(f"--backend must be auto, mpi or nccl, not '{value}'")
+            if value not in ("auto", "mpi", "nccl", "gloo"):
+                raise Usage(f"--backend must be auto, mpi, nccl or gloo, not '{value}'")
             o.backend = value
         elif name == "--srun-mpi":
             if value and not re.match(r"^[a-z0-9_]+$", value):

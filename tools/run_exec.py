@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 
+import run_launch
 import run_progress
 
 TICK_S = 1.0  # how often the progress line is refreshed while a run is quiet
@@ -99,10 +100,10 @@ class Runner:
         Display.current.clear()
 
     def one(self, run, p):
-        words = run.argv(self.o.size, self.launch.backend, self.out) + run.optional_argv(self.out)
+        words = run.argv(self.o.size, run_launch.table_backend(self.launch.backend), self.out) + run.optional_argv(self.out)
         json_path = os.path.join(self.out, run.json) if run.json else ""
         cmd = self.launch.command(run, words, json_path, self.reps, self.o.extra.get(run.label, []))
-        env = dict(os.environ, **self.launch.env)
+        env = self.launch.environment(run, os.environ)
         logpath = os.path.join(self.out, "logs", f"{run.label}.log")
         counter = run_progress.RowCounter()
         self.progress.current = run.label

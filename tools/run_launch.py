@@ -1,6 +1,7 @@
 """How run_all.py launches: the hardware it sees, the backend the binaries resolve, the rank count,
-the launcher (srun under Slurm with a PMI plugin that starts a two-rank job, else mpirun), the
-socket transport's settings for measured volumes, and one run's command line."""
+the launcher (srun under Slurm with a PMI plugin that starts a two-rank job, else mpirun; or none
+when torchrun, a Kubernetes job or a Slurm step without PMI started every rank of run_all.sh
+itself), the socket transport's settings for measured volumes, and one run's command line."""
 
 import os
 import re
@@ -17,6 +18,49 @@ NCCL_SOCKETS = [("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1"), ("NCCL_NET
 
 class LaunchError(Exception):
     """The suite cannot start here; one line."""
+
+
+# The variables of an MPI launcher, and those an environment launch sets, as the binaries read
+# them (harness/driver/launch.cc decides; this only tells run_all.sh which way it was started).
+MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
+ENV_LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                   "SLURM_PROCID", "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID", "ZB_RENDEZVOUS_ID")
+
+
+@dataclass
+class EnvLaunch:
+    """run_all.sh itself started once per rank by torchrun, a Kubernetes job or srun without PMI."""
+    kind: str   # torchrun or slurm
+    rank: int
+    size: int
+
+
+def env_launch(env):
+    """The environment launch that started this process, or None (mpirun, srun with PMI, or
+    nothing: run_all.sh launches the ranks itself). LaunchError for a rank or size that is not a
+    number (the binaries would refuse it with the same variable named)."""
+    if any(env.get(n) for n in MPI_RANK_VARS):
+        return None
+    if env.get("RANK") or env.get("WORLD_SIZE"):
+        kind, rank_var, size_var = "torchrun", "RANK", "WORLD_SIZE"
+    elif env.get("SLURM_PROCID") and env.get("SLURM_STEP_ID"):
+        kind, rank_var, size_var = "slurm", "SLURM_PROCID", "SLURM_NTASKS"
+    else:
+        return None
+    try:
+        rank, size = int(env.get(rank_var, "")), int(env.get(size_var, ""))
+    except ValueError:
+        raise LaunchError(f"started by {kind} with {rank_var}={env.get(rank_var, '')!r} and "
+                          f"{size_var}={env.get(size_var, '')!r}: both must be whole numbers") from None
+    if not 0 <= rank < size:
+        raise LaunchError(f"started by {kind} with {rank_var}={rank} and {size_var}={size}: "
+                          f"{rank_var} must be below {size_var}")
+    return EnvLaunch(kind=kind, rank=rank, size=size)
+
+
+def table_backend(backend):
+    """The run table's column for a backend: gloo runs on CPUs, sized as the mpi backend."""
+    return "mpi" if backend == "gloo" else backend
 
 
 def gpu_count():
@@ -121,6 +165,19 @@ class Launch:
     wire_args: list = field(default_factory=list)  # launcher options for socket runs
     wire_note: str = ""                            # why socket runs are skipped, when they are
     env: dict = field(default_factory=dict)        # set for every run
+    started: EnvLaunch = None                      # run_all.sh itself started once per rank
+
+    def environment(self, run, base):
+        """The environment a run gets. Under an environment launch every rank runs each ranked
+        run directly, the run's label telling consecutive rendezvous apart; a single run is rank
+        0's alone, without the launcher's variables (so it does not wait for the others)."""
+        env = dict(base, **self.env)
+        if self.started is None:
+            return env
+        if run.launch == "single":
+            return {k: v for k, v in env.items() if k not in ENV_LAUNCH_VARS}
+        env["ZB_RENDEZVOUS_ID"] = run.label
+        return env
 
     def settings(self, launch):
         """Algorithm settings a run was given on its command line (for the manifest)."""
@@ -143,10 +200,18 @@ class Launch:
                 + extra)
 
 
-def make_launch(bin_dir, backend, ranks, cores, slurm, srun_mpi):
+def make_launch(bin_dir, backend, ranks, cores, slurm, srun_mpi, started=None):
     """The launcher and socket settings. CPU ranks are not bound to a core: a rank's compute
-    thread and its communication thread each need one."""
+    thread and its communication thread each need one. `started`: an environment launch, under
+    which every rank runs each benchmark itself, with no launcher."""
     env = {}
+    if started is not None:
+        launch = Launch(bin_dir=bin_dir, backend=backend, ranks=ranks, launcher=[], started=started)
+        if ranks < 2:
+            launch.wire_note = "one rank moves nothing over a wire"
+        elif backend == "nccl":
+            launch.wire_env = [f"{k}={v}" for k, v in NCCL_SOCKETS]
+        return launch  # gloo's TCP pairs are the socket transport already
     if slurm:
         launcher = ["srun", f"--mpi={srun_mpi}", "-n", str(ranks)]
     else:

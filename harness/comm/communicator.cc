@@ -11,6 +11,7 @@ const char* backend_name(Backend b) {
   switch (b) {
     case Backend::mpi: return "mpi";
     case Backend::nccl: return "nccl";
+    case Backend::gloo: return "gloo";
     case Backend::record: return "record";
   }
   return "?";
@@ -89,9 +90,23 @@ Status Communicator::synchronize() {
   return wait(e);
 }
 
-Status resolve_backend(const std::string& flag, Backend* out) {
+bool gloo_built() {
+#ifdef ZB_HAVE_GLOO
+  return true;
+#else
+  return false;
+#endif
+}
+
+Status resolve_backend(const std::string& flag, bool mpi_launch, const std::string& launcher,
+                       Backend* out) {
   int gpus = visible_gpu_count();
+  const std::string no_gloo = "this build has no Gloo (install libgloo-dev and reconfigure)";
   if (flag == "mpi") {
+    if (!mpi_launch)
+      return Status::error("--backend=mpi needs an MPI launcher (mpirun, or srun with a PMI plugin), "
+                           "and this process was started from " + launcher +
+                           ": use --backend=gloo or nccl");
     *out = Backend::mpi;
   } else if (flag == "nccl") {
     if (!cuda_built())
@@ -99,12 +114,24 @@ Status resolve_backend(const std::string& flag, Backend* out) {
                            "CUDA; reconfigure with -DZB_CUDA=ON)");
     if (gpus == 0)
       return Status::error("--backend=nccl: no CUDA device is visible on this machine; "
-                           "use --backend=mpi or auto");
+                           "use --backend=mpi, gloo or auto");
     *out = Backend::nccl;
+  } else if (flag == "gloo") {
+    if (!gloo_built()) return Status::error("--backend=gloo: " + no_gloo);
+    *out = Backend::gloo;
   } else if (flag == "auto") {
-    *out = gpus > 0 ? Backend::nccl : Backend::mpi;
+    if (gpus > 0) {
+      *out = Backend::nccl;
+    } else if (mpi_launch) {
+      *out = Backend::mpi;
+    } else if (gloo_built()) {
+      *out = Backend::gloo;
+    } else {
+      return Status::error("--backend=auto: started from " + launcher +
+                           " without a GPU, which needs the gloo backend, and " + no_gloo);
+    }
   } else {
-    return Status::error("--backend='" + flag + "' is not allowed; use auto, mpi or nccl");
+    return Status::error("--backend='" + flag + "' is not allowed; use auto, mpi, nccl or gloo");
   }
   return Status::ok();
 }
@@ -113,8 +140,16 @@ Status resolve_backend(const std::string& flag, Backend* out) {
 
 #ifndef ZB_HAVE_CUDA
 namespace zb {
-Status make_nccl_communicator(MPI_Comm, const Topology&, double, std::unique_ptr<Communicator>*) {
+Status make_nccl_communicator(const Topology&, double, const Bootstrap&, std::unique_ptr<Communicator>*) {
   return Status::error("the nccl backend needs a CUDA build (configured without CUDA)");
+}
+}  // namespace zb
+#endif
+
+#ifndef ZB_HAVE_GLOO
+namespace zb {
+Status make_gloo_communicator(const Topology&, double, const Bootstrap&, std::unique_ptr<Communicator>*) {
+  return Status::error("the gloo backend needs a build with Gloo (install libgloo-dev and reconfigure)");
 }
 }  // namespace zb
 #endif

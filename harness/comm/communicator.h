@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <mpi.h>
 
@@ -18,8 +19,10 @@
 namespace zb {
 
 // record: no data moved; the schedule is logged (harness/comm/recorder.h).
-enum class Backend { mpi, nccl, record };
+enum class Backend { mpi, nccl, gloo, record };
 const char* backend_name(Backend b);
+// Whether this build has the gloo backend (Gloo was found at configure time).
+bool gloo_built();
 
 // A point in the communication stream: complete once everything issued before it is.
 struct Event {
@@ -159,15 +162,33 @@ class Communicator {
   int64_t calls_ = 0;
 };
 
-// Backends. `world` is duplicated, so the communicator's traffic never mixes with the
-// driver's own reductions; the node and cross-node groups are split from it once, as `topo`
-// places the ranks (MPI_Comm_split; ncclCommSplit).
+// What a backend that connects its own ranks (nccl, gloo) needs of the driver's control plane:
+// every rank's blob on every rank, in rank order, and a barrier, each bounded by the timeout
+// and named by `what` when it is not met; and the address this rank reaches rank 0 from ("" when
+// the control plane does not know: MPI).
+struct Bootstrap {
+  std::function<Status(const std::string& mine, std::vector<std::string>* all, const std::string& what)>
+      exchange;
+  std::function<Status(const std::string& what)> barrier;
+  std::string address;
+};
+
+// Backends, each with communicators of its own, so its traffic never mixes with the driver's;
+// the node and cross-node groups are made once, as `topo` places the ranks. mpi: `world`
+// duplicated, the groups split from it (MPI_Comm_split); nccl: the world's communicator from a
+// unique id that `boot` hands out (or NCCL_COMM_ID names), the groups by ncclCommSplit; gloo:
+// a full mesh of TCP pairs per group, whose addresses `boot` exchanges.
 Status make_mpi_communicator(MPI_Comm world, const Topology& topo, double timeout_s,
                              std::unique_ptr<Communicator>* out);
-Status make_nccl_communicator(MPI_Comm world, const Topology& topo, double timeout_s,
+Status make_nccl_communicator(const Topology& topo, double timeout_s, const Bootstrap& boot,
+                              std::unique_ptr<Communicator>* out);
+Status make_gloo_communicator(const Topology& topo, double timeout_s, const Bootstrap& boot,
                               std::unique_ptr<Communicator>* out);
 
-// auto -> nccl when this build has CUDA and a device is visible, else mpi.
-Status resolve_backend(const std::string& flag, Backend* out);
+// auto -> nccl when this build has CUDA and a device is visible; else mpi when an MPI launcher
+// started the process (or none did: MPI's singleton), gloo when it was started from the
+// environment. `mpi_launch` says which; `launcher` names it in messages.
+Status resolve_backend(const std::string& flag, bool mpi_launch, const std::string& launcher,
+                       Backend* out);
 
 }  // namespace zb

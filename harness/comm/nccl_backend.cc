@@ -1,11 +1,15 @@
 // NCCL backend: device buffers, one CUDA stream for communication, one GPU per rank chosen
-// by node-local rank, bootstrapped through MPI; the node and cross-node groups are split from
-// the world's communicator with ncclCommSplit. Kept thin: everything above is shared.
+// by the launcher's local rank, bootstrapped by NCCL itself from a unique id that rank 0 hands
+// out over the driver's control plane (or that NCCL_COMM_ID names), so it needs no MPI; the
+// node and cross-node groups are split from the world's communicator with ncclCommSplit. Kept
+// thin: everything above is shared.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <thread>
 #include <vector>
@@ -20,10 +24,10 @@ ncclDataType_t nccl_type(DType d) { return d == DType::bf16 ? ncclBfloat16 : ncc
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(MPI_Comm mpi, const ncclComm_t comms[3], cudaStream_t stream,
+  NcclCommunicator(const Bootstrap& boot, const ncclComm_t comms[3], cudaStream_t stream,
                    cudaEvent_t compute_done, const Topology& topo, double timeout_s)
-      : Communicator(topo.rank, topo.size, timeout_s), mpi_(mpi), comm_(comms[0]), stream_(stream),
-        compute_done_(compute_done) {
+      : Communicator(topo.rank, topo.size, timeout_s), barrier_(boot.barrier), comm_(comms[0]),
+        stream_(stream), compute_done_(compute_done) {
     for (int g = 0; g < 3; ++g) comms_[g] = comms[g];
     set_groups(topo);
   }
@@ -35,7 +39,6 @@ class NcclCommunicator final : public Communicator {
     for (int g = 2; g >= 1; --g) ncclCommDestroy(comms_[g]);
     ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
-    MPI_Comm_free(&mpi_);
   }
 
   Backend backend() const override { return Backend::nccl; }
@@ -47,10 +50,10 @@ class NcclCommunicator final : public Communicator {
            std::to_string(v % 100);
   }
 
+  // The stream drained, then every rank meets on the control plane (whose wait is bounded).
   Status barrier() override {
     ZB_RETURN_IF_ERROR(synchronize());
-    ZB_MPI_CHECK(MPI_Barrier(mpi_));
-    return Status::ok();
+    return barrier_("the nccl communicator's barrier");
   }
 
   // A CUDA event is recorded only here, when someone asks for a point in the stream, not
@@ -177,7 +180,7 @@ class NcclCommunicator final : public Communicator {
     uint64_t seq;
     cudaEvent_t done;
   };
-  MPI_Comm mpi_;
+  std::function<Status(const std::string&)> barrier_;  // the control plane's
   ncclComm_t comm_;      // the world's
   ncclComm_t comms_[3];  // by Group
   cudaStream_t stream_;
@@ -190,19 +193,27 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-Status make_nccl_communicator(MPI_Comm world, const Topology& topo, double timeout_s,
+Status make_nccl_communicator(const Topology& topo, double timeout_s, const Bootstrap& boot,
                               std::unique_ptr<Communicator>* out) {
-  const int local_rank = topo.device_rank;  // the GPU: by rank on the machine, not on a declared node
-  MPI_Comm mpi;
-  ZB_RETURN_IF_ERROR(dup_comm(world, &mpi));
-  int rank = 0, size = 0;
-  ZB_MPI_CHECK(MPI_Comm_rank(mpi, &rank));
-  ZB_MPI_CHECK(MPI_Comm_size(mpi, &size));
-  ZB_RETURN_IF_ERROR(select_gpu(local_rank).context("rank " + std::to_string(rank)));
+  const int rank = topo.rank, size = topo.size;
+  // The GPU: the launcher's local rank (LOCAL_RANK, SLURM_LOCALID), else the rank's place among
+  // the ranks of its machine; by machine, not by a declared node.
+  ZB_RETURN_IF_ERROR(select_gpu(topo.device_rank).context("rank " + std::to_string(rank)));
 
+  // NCCL's own bootstrap: with NCCL_COMM_ID=host:port every rank makes the same id itself (rank
+  // 0 listens there); otherwise rank 0 makes one and the control plane hands it to every rank.
   ncclUniqueId id;
-  if (rank == 0) ZB_NCCL_CHECK(ncclGetUniqueId(&id));
-  ZB_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi));
+  const char* comm_id = std::getenv("NCCL_COMM_ID");
+  if ((comm_id && *comm_id) || rank == 0) ZB_NCCL_CHECK(ncclGetUniqueId(&id));
+  if (!(comm_id && *comm_id)) {
+    std::vector<std::string> all;
+    const std::string mine = rank == 0 ? std::string(reinterpret_cast<const char*>(&id), sizeof id) : "";
+    ZB_RETURN_IF_ERROR(boot.exchange(mine, &all, "NCCL's unique id from rank 0"));
+    if (all[0].size() != sizeof id)
+      return Status::error("rank " + std::to_string(rank) + ": NCCL's unique id from rank 0 has " +
+                           std::to_string(all[0].size()) + " bytes, not " + std::to_string(sizeof id));
+    std::memcpy(&id, all[0].data(), sizeof id);
+  }
   ncclComm_t comms[3];
   ZB_NCCL_CHECK(ncclCommInitRank(&comms[0], size, id, rank));
   // Keyed as Topology::members orders each group, as the MPI backend splits.
@@ -212,7 +223,7 @@ Status make_nccl_communicator(MPI_Comm world, const Topology& topo, double timeo
   ZB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaEvent_t compute_done;
   ZB_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done, cudaEventDisableTiming));
-  *out = std::make_unique<NcclCommunicator>(mpi, comms, stream, compute_done, topo, timeout_s);
+  *out = std::make_unique<NcclCommunicator>(boot, comms, stream, compute_done, topo, timeout_s);
   return Status::ok();
 }
 

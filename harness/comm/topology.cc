@@ -41,6 +41,36 @@ Status make_topology(MPI_Comm world, Topology* out) {
   return Status::ok();
 }
 
+Status topology_from_hosts(int rank, const std::vector<std::string>& hosts,
+                           const std::vector<int>& local_ranks, Topology* out) {
+  Topology t;
+  t.rank = rank;
+  t.size = int(hosts.size());
+  t.node_of.assign(hosts.size(), 0);
+  t.local_of.assign(hosts.size(), 0);
+  std::vector<std::string> names;  // by node
+  std::vector<int> count;          // ranks so far, by node
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    const size_t node = size_t(std::find(names.begin(), names.end(), hosts[r]) - names.begin());
+    if (node == names.size()) names.push_back(hosts[r]), count.push_back(0);
+    t.node_of[r] = int(node);
+    t.local_of[r] = count[node]++;
+  }
+  for (size_t r = 0; r < hosts.size(); ++r)
+    for (size_t q = 0; q < r; ++q)
+      if (hosts[q] == hosts[r] && local_ranks[r] >= 0 && local_ranks[q] == local_ranks[r])
+        return Status::error("ranks " + std::to_string(q) + " and " + std::to_string(r) + " on host " +
+                             hosts[r] + " both say LOCAL_RANK=" + std::to_string(local_ranks[r]));
+  t.nodes = int(names.size());
+  t.node = t.node_of[size_t(rank)];
+  t.local_rank = t.local_of[size_t(rank)];
+  t.local_size = count[size_t(t.node)];
+  t.device_rank = local_ranks[size_t(rank)] >= 0 ? local_ranks[size_t(rank)] : t.local_rank;
+  t.device_ranks = t.local_size;
+  *out = t;
+  return Status::ok();
+}
+
 Status declare_nodes(int ranks_per_node, Topology* t) {
   if (ranks_per_node < 1 || t->size % ranks_per_node != 0)
     return Status::error("--ranks-per-node=" + std::to_string(ranks_per_node) +

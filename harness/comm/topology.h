@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <string>
 #include <vector>
 
 #include "harness/comm/traffic.h"
@@ -35,6 +36,12 @@ struct Topology {
 
 // Collective over `world`: nodes are the ranks that share memory (MPI_COMM_TYPE_SHARED).
 Status make_topology(MPI_Comm world, Topology* out);
+// The same from every rank's host name (in rank order), for a launch without MPI: the ranks of
+// one host form a node, numbered in the order of their lowest rank, and a rank's place on it
+// follows rank order. `local_ranks` are the launcher's (LOCAL_RANK; -1 where it gave none):
+// what picks a rank's GPU; two ranks of one host that give the same one are an error.
+Status topology_from_hosts(int rank, const std::vector<std::string>& hosts,
+                           const std::vector<int>& local_ranks, Topology* out);
 // Nodes declared instead of found: each `ranks_per_node` consecutive ranks form one node
 // (to run node-aware schedules on one machine). It must divide the world size.
 Status declare_nodes(int ranks_per_node, Topology* topo);

@@ -96,8 +96,9 @@ int64_t process_write_bytes();
 
 // Whether the backend's data goes through sockets, so process_write_bytes() measures it.
 // mpi: Open MPI restricted to the tcp BTL (OMPI_MCA_btl=tcp,self or ^vader/^sm) or a
-// single rank; nccl: NCCL's socket transport (NCCL_P2P_DISABLE, NCCL_SHM_DISABLE and
-// NCCL_NET=Socket all set). Anything else moves data through memory the kernel never sees.
+// single rank; gloo: always (its TCP transport, within a node too); nccl: NCCL's socket
+// transport (NCCL_P2P_DISABLE, NCCL_SHM_DISABLE and NCCL_NET=Socket all set). Anything else
+// moves data through memory the kernel never sees.
 bool socket_transport(const std::string& backend, int ranks, std::string* why_not);
 
 }  // namespace zb

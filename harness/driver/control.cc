@@ -143,6 +143,33 @@ Status ControlPlane::gather(const std::string& blob, std::vector<std::string>* o
       nullptr);
 }
 
+Status ControlPlane::exchange(const std::string& blob, std::vector<std::string>* all, Wait kind,
+                              const std::string& what) {
+  std::string joined;
+  ZB_RETURN_IF_ERROR(run(
+      kind, what, blob,
+      [](const std::vector<std::string>& parts, std::string* answer) {
+        for (const std::string& p : parts) {
+          const uint64_t n = p.size();
+          answer->append(reinterpret_cast<const char*>(&n), sizeof n);
+          *answer += p;
+        }
+        return Status::ok();
+      },
+      &joined));
+  all->clear();
+  for (size_t at = 0; at + sizeof(uint64_t) <= joined.size();) {
+    uint64_t n = 0;
+    std::memcpy(&n, joined.data() + at, sizeof n);
+    all->push_back(joined.substr(at + sizeof n, n));
+    at += sizeof n + n;
+  }
+  if (all->size() != size_t(size()))
+    return Status::error(std::string("the driver's ") + wait_phrase(kind) + " (" + what + "): " +
+                         std::to_string(all->size()) + " parts for " + std::to_string(size()) + " ranks");
+  return Status::ok();
+}
+
 Status ControlPlane::broadcast(std::string* blob, Wait kind, const std::string& what) {
   return run(
       kind, what, rank() == 0 ? *blob : std::string(),

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/core/status.h"
+#include "harness/driver/launch.h"
 
 namespace zb {
 
@@ -27,7 +28,8 @@ std::vector<std::pair<std::string, Wait>> wait_choices();
 // the others (a little later, so rank 0 speaks first) naming rank 0.
 //
 // An implementation provides only the round: MPI's (control_mpi.cc) on a communicator of
-// the driver's own; a transport with no MPI at run time provides the same from a rendezvous.
+// the driver's own, or TCP's (control_tcp.cc) from a rendezvous address, with no MPI at run
+// time.
 class ControlPlane {
  public:
   virtual ~ControlPlane() = default;
@@ -48,6 +50,19 @@ class ControlPlane {
                 const std::string& what);
   // Rank 0's blob on every rank.
   Status broadcast(std::string* blob, Wait kind, const std::string& what);
+  // Every rank's blob on every rank, in rank order (a backend's addresses, NCCL's unique id).
+  Status exchange(const std::string& blob, std::vector<std::string>* all, Wait kind,
+                  const std::string& what);
+
+  // The address this rank reaches rank 0 from (for a backend to listen on the same network);
+  // "" where the transport does not say (MPI).
+  virtual std::string local_address() const { return ""; }
+  // The job is ending here: tell the other ranks, where the transport can (rank 0's TCP plane
+  // sends each an abort; MPI_Abort ends them anyway).
+  virtual void abort() {}
+  // Whether rank 0 ended the job (so this rank leaves without a line of its own: rank 0 has
+  // printed the reason).
+  virtual bool ended_by_rank_0() { return false; }
 
   // Test only: `rank` stops itself (SIGSTOP) at its first wait of `kind`, as a rank that
   // hangs would, so the tests can see every kind of wait end in a timeout.
@@ -85,5 +100,12 @@ class ControlPlane {
 
 // The MPI control plane, on a duplicate of `world` of its own (MPI must be running).
 Status make_mpi_control_plane(double timeout_s, std::unique_ptr<ControlPlane>* out);
+// The TCP control plane of an environment launch: rank 0 listens at the launch's address, the
+// others connect, each says who it is; returns once all `launch.size` ranks are there, or
+// after the timeout with one line naming how many arrived. `*contradiction` is set when the
+// ranks' own variables disagree (two ranks with one RANK, WORLD_SIZE unequal): bad input.
+// `*out` is set even after a failure, for ended_by_rank_0().
+Status make_tcp_control_plane(const Launch& launch, double timeout_s, std::unique_ptr<ControlPlane>* out,
+                              bool* contradiction);
 
 }  // namespace zb

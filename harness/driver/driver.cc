@@ -1,4 +1,4 @@
-// Driver: flags before MPI, MPI start-up, rank-0 reporting and the JSON file.
+// Driver: flags before anything starts, start-up, rank-0 reporting and the JSON file.
 #include "harness/driver/driver.h"
 
 #include <unistd.h>
@@ -20,29 +20,18 @@
 #include <zb_revision.h>  // generated at build time (cmake/revision.cmake): ZB_GIT_REVISION
 
 namespace zb {
-namespace {
-
-// The rank the launcher gave this process, from its environment; -1 when none did.
-int launcher_rank() {
-  for (const char* name :
-       {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"}) {
-    const char* v = std::getenv(name);
-    int64_t r = -1;
-    if (v && *v && parse_int(v, &r)) return int(r);
-  }
-  return -1;
-}
-
-}  // namespace
-
 Driver::Driver(std::string program, std::string summary)
     : flags_(std::move(program), std::move(summary)) {
   flags_.add_choice("backend", &backend_flag_,
-                    "communication backend; auto picks nccl when a GPU is visible",
-                    {"auto", "mpi", "nccl"});
+                    "communication backend; auto picks nccl when a GPU is visible, else mpi under "
+                    "an MPI launcher (or none) and gloo when started from the environment",
+                    {"auto", "mpi", "nccl", "gloo"});
   flags_.add_bool("show-backend", &show_backend_,
                   "print the backend --backend resolves to on this machine and build (one "
                   "word), then exit");
+  flags_.add_bool("show-launch", &show_launch_,
+                  "print how this process was launched, as three words (mpi, torchrun, slurm or "
+                  "none; its rank; the rank count, 0 where MPI finds it), then exit");
   flags_.add_string("json", &json_path_, "write Google Benchmark JSON here (rank 0)");
   flags_.add_double("timeout", &timeout_s_,
                     "seconds a collective, or any wait of the driver's, may take before the job "
@@ -76,9 +65,11 @@ Driver::~Driver() {
 }
 
 bool Driver::prints() const {
-  if (mpi_started_) return topo_.rank == 0;
-  const int r = launcher_rank();
-  return r <= 0;
+  if (control_) return control_->rank() == 0;
+  // Before start-up the launcher's variables say (launch.h); where they could not be read, the
+  // first rank variable set does, and a process no launcher started prints.
+  if (launch_error_.empty()) return launch_.rank == 0;
+  return launcher_rank([](const char* name) { return std::getenv(name); }) <= 0;
 }
 
 int Driver::bad_flag(const Status& why) {
@@ -132,7 +123,8 @@ Status Driver::check_flags() {
     stall_rank_ = int(r);
   }
   if (!json_path_.empty()) ZB_RETURN_IF_ERROR(check_output_path("--json", json_path_));
-  ZB_RETURN_IF_ERROR(resolve_backend(backend_flag_, &backend_));
+  if (!launch_error_.empty()) return Status::error(launch_error_);
+  ZB_RETURN_IF_ERROR(resolve_backend(backend_flag_, !launch_.environment(), launch_.source, &backend_));
   if (backend_ == Backend::nccl && faults_.slow_op >= 0)
     return Status::error("--fault-slow is a test-only fault of the mpi backend; use --backend=mpi");
   return Status::ok();
@@ -140,6 +132,8 @@ Status Driver::check_flags() {
 
 int Driver::parse(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) command_line_ += (i ? " " : "") + std::string(argv[i]);
+  Status launch = detect_launch([](const char* name) { return std::getenv(name); }, &launch_);
+  if (!launch) launch_error_ = launch.message();
   bool help = false;
   Status s = flags_.parse(argc, argv, &passthrough_, &help);
   if (help) {
@@ -150,6 +144,12 @@ int Driver::parse(int argc, char** argv) {
   if (!s) return bad_flag(s);
   if (show_backend_) {
     if (prints()) std::printf("%s\n", backend_name(backend_));
+    return 0;
+  }
+  if (show_launch_) {
+    if (prints())
+      std::printf("%s %d %d\n", launch_name(launch_.kind), launch_.rank,
+                  launch_.kind == LaunchKind::mpi ? 0 : launch_.size);
     return 0;
   }
   // Google Benchmark sees only its own flags; only the process that prints may write its
@@ -165,30 +165,21 @@ int Driver::parse(int argc, char** argv) {
 }
 
 int Driver::start() {
-  int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  mpi_started_ = true;
-  Status s = make_topology(MPI_COMM_WORLD, &topo_);
-  if (!s) abort_job(s.context("finding the ranks' nodes"));
-  if (ranks_per_node_ > 0 && !model_nodes_only_) s = declare_nodes(int(ranks_per_node_), &topo_);
-  if (!s) return bad_flag(s);
-  s = make_mpi_control_plane(timeout_s_, &control_);
-  if (!s) abort_job(s.context("creating the driver's control plane"));
-  control_->set_stall(stall_rank_, stall_kind_);
-  s = backend_ == Backend::mpi ? make_mpi_communicator(MPI_COMM_WORLD, topo_, timeout_s_, &comm_)
-                               : make_nccl_communicator(MPI_COMM_WORLD, topo_, timeout_s_, &comm_);
-  if (!s)
-    abort_job(s.context("creating the " + std::string(backend_name(backend_)) + " communicator"));
+  // The ranks (through MPI or from the environment), their nodes, the control plane and the
+  // measured communicator: start.cc.
+  const int code = connect();
+  if (code >= 0) return code;
   comm_->set_faults(faults_);
   comm_->set_timeout_handler([this](const Status& why) { abort_job(why); });
   // Every rank has made its communicators before any benchmark begins.
-  s = control_->barrier(Wait::barrier, "start-up");
+  Status s = control_->barrier(Wait::barrier, "start-up");
   if (!s) abort_job(s);
 
   context("world_size", std::to_string(topo_.size));
   context("nodes", std::to_string(topo_.nodes));
   context("ranks_per_node", topo_.uniform() ? std::to_string(topo_.local_size) : "unequal");
-  context("nodes_from", topo_.declared ? "--ranks-per-node" : "shared memory");
+  context("nodes_from", topo_.declared ? "--ranks-per-node" : mpi_started_ ? "shared memory" : "host names");
+  context("launch", launch_name(launch_.kind));
   context("backend", backend_name(backend_));
   context("library", comm_->library_version());
   context("mpi_library", mpi_library_version());
@@ -298,8 +289,12 @@ void Driver::mark_failed(const std::string& why) {
 }
 
 void Driver::abort_job(const Status& status) {
-  std::fprintf(stderr, "%s: error: %s\n", program().c_str(), status.message().c_str());
-  std::fflush(stderr);
+  // Where rank 0 ended the job (and said why), the others leave without a line of their own.
+  if (!(control_ && control_->ended_by_rank_0())) {
+    std::fprintf(stderr, "%s: error: %s\n", program().c_str(), status.message().c_str());
+    std::fflush(stderr);
+  }
+  if (control_) control_->abort();  // without MPI, the control plane tells the other ranks
   if (mpi_started_) MPI_Abort(MPI_COMM_WORLD, 1);
   std::_Exit(1);
 }

@@ -97,20 +97,22 @@ class Driver {
   // describes the modelled ranks and is read back with ranks_per_node(), not applied here.
   void model_nodes_only() { model_nodes_only_ = true; }
   int64_t ranks_per_node() const { return ranks_per_node_; }
-  // Two steps, so that a bad flag ends the program before MPI starts. parse(): the flags,
-  // checked; -1 to go on, or an exit code to end with now: 0 after --help or --show-backend,
-  // 2 after a bad flag. The program then checks its own flags (those that need no rank
-  // count), ending with bad_flag() on the first that fails, and calls start(): MPI, the
-  // nodes, the control plane and the measured communicator; -1 to go on, or 2 when a flag
-  // does not fit the rank count, 1 after a failure.
+  // Two steps, so that a bad flag ends the program before MPI starts. parse(): the flags and
+  // the launcher's variables, checked; -1 to go on, or an exit code to end with now: 0 after
+  // --help, --show-backend or --show-launch, 2 after a bad flag or variable. The program then
+  // checks its own flags (those that need no rank count), ending with bad_flag() on the first
+  // that fails, and calls start(): MPI or the environment's rendezvous, the nodes, the control
+  // plane and the measured communicator; -1 to go on, or 2 when a flag does not fit the rank
+  // count (or the ranks' variables contradict each other), 1 after a failure.
   int parse(int argc, char** argv);
   int start();
   // One line saying what is wrong, from the process that prints; returns exit code 2.
   int bad_flag(const Status& why);
-  // Whether this process prints: rank 0 once MPI runs. Before, the launcher's rank variable
-  // says (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID, RANK, the first one set);
-  // a process no launcher started prints.
+  // Whether this process prints: rank 0 once the ranks have met. Before, the launch the
+  // environment describes says (launch.h); a process no launcher started prints.
   bool prints() const;
+  // How this process was launched (known once parse() has run).
+  const Launch& launch() const { return launch_; }
 
   // The backend --backend resolved to (known once parse() has run).
   Backend backend() const { return backend_; }
@@ -155,12 +157,17 @@ class Driver {
  private:
   // The flag checks that need no rank count, after the flags are parsed.
   Status check_flags();
+  // start()'s first half (start.cc): MPI or the environment's rendezvous, the topology, the
+  // control plane and the measured communicator; -1 to go on, else the exit code.
+  int connect();
 
   Flags flags_;
   std::string backend_flag_ = "auto", json_path_, fault_skip_, fault_slow_, fault_stall_;
   double timeout_s_ = 300;
   int64_t iters_ = 20, warmup_ = 5, fault_corrupt_ = -1, ranks_per_node_ = 0;
-  bool model_nodes_only_ = false, show_backend_ = false;
+  bool model_nodes_only_ = false, show_backend_ = false, show_launch_ = false;
+  Launch launch_;
+  std::string launch_error_;  // why the launcher's variables could not be read
   Backend backend_ = Backend::mpi;
   FaultPlan faults_;
   std::string fault_slow_stage_;

@@ -1,8 +1,9 @@
 """tools/cluster.sh at 2 nodes x 2 ranks: zb_zero's every stage bit for bit, its inter-node
 bytes measured at the nodes' links within 2% of the rings' accounting (and the same-node bytes at
 the nodes' loopbacks), the quantized gathers and zpp likewise, zb_collectives' flat and
-hierarchical all-reduce likewise; the cluster leaves nothing behind, on a normal exit and when
-its job is stopped by a signal.
+hierarchical all-reduce likewise, also launched from the environment with the gloo backend
+(run --env); the cluster leaves nothing behind, on a normal exit and when its job is stopped
+by a signal.
 
 Needs root and network namespaces; skipped with the reason where they are missing."""
 
@@ -115,6 +116,26 @@ def test_collectives_flat_and_hierarchical_across_two_nodes(up, tmp_path):
         assert b["wrong"] == 0, r.stdout
         assert b["inter_node_bytes_formula"] == pytest.approx(want, rel=1e-12)
         assert want <= b["inter_node_bytes_measured"] <= 1.02 * want, r.stdout
+
+
+def test_an_environment_launch_with_gloo_across_two_nodes(up, tmp_path):
+    # run --env: four plain processes with torchrun's variables, rank 0's address on node 0; Gloo's
+    # TCP pairs carry the all-reduce, and the node links count it within 1% of the accounting.
+    gloo = subprocess.run([os.path.join(BIN, "zb_collectives"), "--backend=gloo", "--show-backend"],
+                          capture_output=True, text=True)
+    if gloo.returncode != 0:
+        pytest.skip("this build has no Gloo")
+    rows, r = run_json(up, ["--env"], "zb_collectives",
+                       ["--backend=gloo", "--ops=all_reduce,hier_all_reduce", "--min-bytes=4M",
+                        "--max-bytes=4M", "--iters=3", "--warmup=1", "--no-bare", "--timeout=120"],
+                       tmp_path)
+    size = 4 << 20
+    flat, hier = rows[f"all_reduce/bytes:{size}/dtype:bf16"], rows[f"hier_all_reduce/bytes:{size}/dtype:bf16"]
+    for b, want in ((flat, 1.5 * size), (hier, 1.0 * size)):
+        assert b["wrong"] == 0 and (b["nodes"], b["ranks_per_node"]) == (2, 2), r.stdout
+        assert b["inter_node_bytes_formula"] == pytest.approx(want, rel=1e-12)
+        assert want <= b["inter_node_bytes_measured"] <= 1.01 * want, r.stdout
+    assert "backend gloo" in r.stdout
 
 
 def test_a_stopped_job_leaves_no_process_behind(up):

@@ -163,7 +163,7 @@ def test_a_bad_flag_under_mpirun_is_one_line_from_one_rank():
 
 
 BAD = [["--ops=alltoall"], ["--dtype=fp16"], ["--min-bytes=0"], ["--min-bytes=4Q"],
-       ["--step-factor=0.5"], ["--iters=0"], ["--timeout=-1"], ["--backend=gloo"],
+       ["--step-factor=0.5"], ["--iters=0"], ["--timeout=-1"], ["--backend=tcp"],
        ["--min-bytes=8K", "--max-bytes=4K"], ["--fault-skip=x"], ["--frobnicate"], ["extra"],
        (["--benchmark_nonsense=1"], "--benchmark_nonsense"), ["--timing=median"], ["--progress=none"],
        ["--fault-slow=all_reduce:0"], (["--json=/no/such/dir/x.json"], "--json"), ["--groups=rack"],

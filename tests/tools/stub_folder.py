@@ -17,6 +17,9 @@ name = os.path.basename(sys.argv[0])
 args = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "") for a in sys.argv[1:] if a.startswith("--"))
 with open(os.environ["ZB_STUB_CALLS"], "a") as f:
     f.write(name + " " + " ".join(sys.argv[1:]) + "\n")
+if os.environ.get("ZB_STUB_LAUNCHES"):  # who ran it under an environment launch, and its rendezvous
+    with open(os.environ["ZB_STUB_LAUNCHES"], "a") as f:
+        f.write(f"{name} {os.environ.get('RANK', '-')} {os.environ.get('ZB_RENDEZVOUS_ID', '-')}\n")
 if "show-backend" in args:
     print(os.environ.get("ZB_STUB_BACKEND", "mpi"))
     sys.exit(0)

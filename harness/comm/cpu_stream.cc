@@ -1,0 +1,248 @@
+// CPU stream: the queue, the communication thread, caller progress and its watchdog, shared by
+// the CPU backends (mpi_backend.cc, gloo_backend.cc).
+#include "harness/comm/cpu_stream.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+
+namespace zb {
+namespace {
+
+constexpr int kCommThreadNice = 10;
+constexpr double kParkAfterSeconds = 1.0;
+// A waiter checks for completion this long before it sleeps: a small collective completes
+// within it, and then nobody pays a futex sleep and wake-up (tens of microseconds on a
+// virtual machine). It yields meanwhile, so a communication thread sharing its core runs.
+constexpr double kWaitSpinSeconds = 50e-6;
+// How often a parked communication thread checks a collective running on the caller.
+constexpr int kWatchMilliseconds = 50;
+
+}  // namespace
+
+CpuStreamCommunicator::CpuStreamCommunicator(const Topology& topo, double timeout_s)
+    : Communicator(topo.rank, topo.size, timeout_s) {
+  set_groups(topo);
+}
+
+CpuStreamCommunicator::~CpuStreamCommunicator() { stop_stream(); }
+
+void CpuStreamCommunicator::start_stream() { worker_ = std::thread([this] { loop(); }); }
+
+void CpuStreamCommunicator::stop_stream() {
+  if (!worker_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  worker_.join();
+}
+
+Status CpuStreamCommunicator::barrier() {
+  Task task{CollRecord{Coll::all_reduce, 0, DType::f32}, nullptr, nullptr, 0, true};
+  if (progress_ == Progress::caller) return run_on_caller(task);
+  ZB_RETURN_IF_ERROR(enqueue(task));
+  Event e;
+  ZB_RETURN_IF_ERROR(record(&e));
+  return wait(e);
+}
+
+Status CpuStreamCommunicator::record(Event* event) {
+  event->seq = issued_;  // only the issuing thread changes issued_
+  event->log_end = int64_t(traffic().size());
+  return Status::ok();
+}
+
+Status CpuStreamCommunicator::wait(const Event& event) {
+  if (completed_.load(std::memory_order_acquire) >= event.seq && !failed_.load()) return Status::ok();
+  const double start = now_seconds();
+  while (now_seconds() - start < kWaitSpinSeconds) {
+    if (completed_.load(std::memory_order_acquire) >= event.seq || failed_.load()) break;
+    sched_yield();
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  ++sleepers_;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+  bool done = done_cv_.wait_until(lock, deadline, [&] {
+    return completed_.load(std::memory_order_acquire) >= event.seq || failed_.load();
+  });
+  --sleepers_;
+  if (failed_.load()) return failure_;
+  if (!done) return timeout_error(what(running_));
+  return Status::ok();
+}
+
+Status CpuStreamCommunicator::set_progress(Progress progress) {
+  ZB_RETURN_IF_ERROR(synchronize());
+  progress_ = progress;
+  caller_progress_.store(progress == Progress::caller, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+Status CpuStreamCommunicator::issue(const CollRecord& op, const void* send, void* recv,
+                                    size_t log_index) {
+  Task task{op, send, recv, 0, false, log_index, measure_wire_, record_times_};
+  if (progress_ == Progress::thread) return enqueue(task);
+  return run_on_caller(task);
+}
+
+// Caller progress: nothing is queued (set_progress drained the queue), so running it here
+// keeps the stream's order. The communication thread, idle meanwhile, is its watchdog: a
+// call still inside the library after the timeout (a rank skipped it) ends the job with a
+// line naming it, since the caller itself cannot return from a library that does not time
+// out (MPI) to say so. The caller only publishes which collective runs (its log entry, then
+// its number: two plain stores on x86, no lock, no copy); the watchdog keeps the time, so
+// the caller reads no clock (at 4 KiB a bare call takes a few microseconds, and each clock
+// read ~0.1 of one).
+Status CpuStreamCommunicator::run_on_caller(Task& task) {
+  if (failed_.load()) return failure_;
+  task.seq = ++issued_;
+  caller_log_index_.store(task.barrier ? -1 : int64_t(task.log_index), std::memory_order_release);
+  caller_seq_.store(task.seq, std::memory_order_release);
+  // Nothing to measure or stretch: the library call alone, as bare() makes it.
+  const bool plain = !task.barrier && !task.measure && !task.timed && int(task.op.op) != faults().slow_op;
+  Status s = plain ? call(task.op.op, task.op.group, task.send, task.recv, task.op.count, task.op.dtype)
+                   : execute(task);
+  if (plain && !s) s = fail(s, task);
+  caller_seq_.store(0, std::memory_order_release);
+  completed_.store(task.seq, std::memory_order_release);
+  return s;
+}
+
+// Run by the communication thread while it has no work of its own: the collective running
+// on the caller, if the same one has been running for longer than the timeout, ends the job.
+void CpuStreamCommunicator::watch_caller() {
+  uint64_t seq = caller_seq_.load(std::memory_order_acquire);
+  double now = now_seconds();
+  if (seq == 0 || seq != watched_seq_) {
+    watched_seq_ = seq;
+    watched_since_ = now;
+    return;
+  }
+  if (now - watched_since_ <= timeout_s_) return;
+  const int64_t index = caller_log_index_.load(std::memory_order_acquire);
+  // The caller publishes the entry before the number, so an unchanged number means the
+  // entry read is that collective's.
+  if (caller_seq_.load(std::memory_order_acquire) != seq) return;  // it has moved on
+  Task task{};
+  task.barrier = index < 0;
+  if (index >= 0) task.op = traffic().record(size_t(index));
+  timeout_handler_(timeout_error(what(task)));
+}
+
+std::string CpuStreamCommunicator::what(const Task& task) const {
+  return task.barrier ? "rank " + std::to_string(rank_) + ": barrier" : describe(task.op);
+}
+
+Status CpuStreamCommunicator::enqueue(Task task) {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_.load()) return failure_;
+    task.seq = ++issued_;
+    queue_.push_back(task);
+    queued_.fetch_add(1, std::memory_order_release);
+    wake = parked_;
+  }
+  if (wake) work_cv_.notify_one();  // a polling thread needs no wake-up
+  return Status::ok();
+}
+
+// Runs one collective and fills in its log entry: socket bytes written meanwhile (nothing
+// else writes while a collective runs: compute never does, rank 0 prints only between
+// benchmarks) and when it ran.
+Status CpuStreamCommunicator::execute(const Task& task) {
+  // Clocks and counters only where something asked for them: each read costs a fair share
+  // of a small collective.
+  const bool slow = !task.barrier && int(task.op.op) == faults().slow_op;
+  const bool timed = task.timed || slow;
+  int64_t w0 = task.measure ? process_write_bytes() : -1;
+  double t0 = timed ? now_seconds() : -1;
+  Status s = task.barrier ? barrier_call()
+                          : call(task.op.op, task.op.group, task.send, task.recv, task.op.count,
+                                 task.op.dtype);
+  double t1 = timed ? now_seconds() : -1;
+  if (slow) {
+    // The planted regression: this op's own duration, stretched by busy-waiting.
+    double until = t1 + faults().slow_fraction * (t1 - t0);
+    while (now_seconds() < until) {
+    }
+    t1 = now_seconds();
+  }
+  if (!task.barrier && (task.measure || timed))
+    traffic().complete(task.log_index, w0 >= 0 ? process_write_bytes() - w0 : -1, t0, t1);
+  return s ? s : fail(s, task);
+}
+
+// The first failure is kept, with the collective it came from; every later call returns it.
+Status CpuStreamCommunicator::fail(const Status& s, const Task& task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!failed_.load()) {
+    failure_ = s.context(what(task));
+    failed_.store(true);
+  }
+  return failure_;
+}
+
+void CpuStreamCommunicator::loop() {
+  // MPI progresses by polling, so a waiting collective keeps a core busy. On a CPU the
+  // rank's compute comes first, as a GPU's kernels do, and communication takes the
+  // cycles compute leaves idle (SCHED_IDLE): otherwise a rank's polling thread preempts
+  // its own compute, and its peers', for as long as it waits.
+  sched_param idle{};
+  if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0)
+    setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), kCommThreadNice);
+  for (;;) {
+    Task task;
+    poll_for_work();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      parked_ = true;
+      while (!stop_ && queue_.empty()) {
+        work_cv_.wait_for(lock, std::chrono::milliseconds(kWatchMilliseconds));
+        watch_caller();
+      }
+      parked_ = false;
+      if (queue_.empty()) return;
+      task = queue_.front();
+      queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
+      running_ = task;
+    }
+    execute(task);
+    completed_.store(task.seq, std::memory_order_release);
+    // Only a waiter that gave up spinning needs the condition variable; taking the lock
+    // first means it is either asleep (and woken) or will see completed_ when it checks.
+    std::unique_lock<std::mutex> lock(mu_);
+    if (sleepers_ > 0) done_cv_.notify_all();
+  }
+}
+
+// Waits for the next collective by polling, as NCCL's proxy and MPI's own progress do: a
+// handoff then costs no system call and no wake-up of a parked core (tens of microseconds
+// per collective on a virtual machine), and a core that a rank's compute leaves idle
+// stays awake, in a compute-only step (which follows full ones well within
+// kParkAfterSeconds) as in a full one, so both time the same machine. At idle priority the
+// polling takes only cycles nobody else wants (where SCHED_IDLE is refused, nice 10 gives
+// it about a tenth of a contended core), and it yields, so another rank's communication
+// thread on the same core runs first. After kParkAfterSeconds without work (between
+// benchmarks) the thread parks on the condition variable.
+void CpuStreamCommunicator::poll_for_work() {
+  const double until = now_seconds() + kParkAfterSeconds;
+  for (int spins = 0; queued_.load(std::memory_order_acquire) == 0; ++spins) {
+    // Under caller progress there is nothing to poll for, and a spinning thread would only
+    // take cycles from the ranks' own polling; it parks and watches.
+    if (caller_progress_.load(std::memory_order_relaxed)) return;
+    sched_yield();
+    if (spins % 64 != 0) continue;
+    watch_caller();
+    if (stop_.load(std::memory_order_relaxed) || now_seconds() > until) return;
+  }
+}
+
+}  // namespace zb
