@@ -28,9 +28,12 @@ def formula(stage, optimizer, grad, n, s=None):
 MODELS = [["--params=100003", "--layers=5"], ["--model=gpt:layers=2,hidden=63,vocab=997"]]
 
 
-@pytest.mark.parametrize("np", [2, 3, 4])
-@pytest.mark.parametrize("optimizer", ["adam", "momentum"])
-@pytest.mark.parametrize("grad", ["bf16", "fp32"])
+# Every optimizer x gradient pair at two rank counts, every rank count with at least two pairs:
+# 8 launches instead of the product's 12.
+@pytest.mark.parametrize("np,optimizer,grad", [(2, "adam", "bf16"), (2, "momentum", "fp32"),
+                                               (3, "adam", "fp32"), (3, "momentum", "bf16"),
+                                               (4, "adam", "bf16"), (4, "momentum", "fp32"),
+                                               (4, "adam", "fp32"), (2, "momentum", "bf16")])
 def test_every_stage_matches_the_reference(np, optimizer, grad):
     model = MODELS[(np + (optimizer == "adam")) % 2]
     data, proc = run_json(np, "zb_zero", [*model, "--bucket-mb=0.05", f"--optimizer={optimizer}",
@@ -65,9 +68,10 @@ def test_measured_volume_over_tcp_ring_is_2_and_3_psi():
         assert b["volume_psi_measured"] == pytest.approx(IDEAL[stage], rel=0.03), stage
 
 
-@pytest.mark.parametrize("np", [2, 4])
-@pytest.mark.parametrize("optimizer", ["adam", "momentum"])
-@pytest.mark.parametrize("grad", ["bf16", "fp32"])
+# Every optimizer x gradient pair at 4 ranks (the smaller 1/N terms), and the plainest at 2.
+@pytest.mark.parametrize("np,optimizer,grad", [(4, "adam", "bf16"), (4, "adam", "fp32"),
+                                               (4, "momentum", "bf16"), (4, "momentum", "fp32"),
+                                               (2, "adam", "bf16")])
 def test_measured_bytes_per_param_match_the_formula(np, optimizer, grad):
     data, proc = run_json(np, "zb_zero", ["--params=4e6", "--layers=8", f"--optimizer={optimizer}",
                                           f"--grad-dtype={grad}", "--iters=1", "--warmup=0",
