@@ -8,8 +8,8 @@ from dataclasses import dataclass
 # The defaults that run_all.sh, compare.py and ab.py share, so that every way of comparing
 # judges the same counter the same way. The gate is "exact": on a shared machine a timing
 # compared across two separate runs moves with the machine, not the code; timings are gated
-# by A/B runs (tools/ab.sh, plots/ab.py), whose paired ratios cancel that drift. For A/B runs
-# the threshold is the regression the gate must catch (plots/ab_gate.py).
+# by A/B runs (tools/ab.sh, plots/ab/ab.py), whose paired ratios cancel that drift. For A/B runs
+# the threshold is the regression the gate must catch (plots/ab/ab_gate.py).
 DEFAULT_THRESHOLD = 0.1
 DEFAULT_GATE = "exact"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/ab.sh: A/B runs of two revisions on one machine. Builds both side by side (a git
 # worktree for each revision other than this checkout), runs every benchmark family of each
-# alternately, pair after pair, and gates on the paired B/A ratios with plots/ab.py.
+# alternately, pair after pair, and gates on the paired B/A ratios with plots/ab/ab.py.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -14,7 +14,7 @@ A is BASE, B is HEAD (default: this checkout's working tree as it is, uncommitte
 included). Both are built, then every family runs once on each side per pair, A and B back
 to back: A B in odd pairs, B A in even ones, so a machine that drifts steadily favours
 neither. Both sides run through this checkout's run_all.sh (same command lines), each with
-its own binaries. plots/ab.py then writes OUT/ab.md and OUT/figures/ab_*.{png,pdf,csv}: the
+its own binaries. plots/ab/ab.py then writes OUT/ab.md and OUT/figures/ab_*.{png,pdf,csv}: the
 gated timings of plots/compare_rules.py (GATED) judged together, so that unchanged code fails
 in at most 5% of runs; every exact metric; every other timing reported, never gated.
 
@@ -197,7 +197,7 @@ done
 notes=(--note "both sides: run_all.sh ${pass[*]:-(no options)}; pairs alternate A B, B A")
 ((${#a_args[@]})) && notes+=(--note "A only: ${a_args[*]}")
 ((${#b_args[@]})) && notes+=(--note "B only: ${b_args[*]}")
-python3 plots/ab.py "$out" --a-label="$a_label" --b-label="$b_label" "${notes[@]}" "${ab_opts[@]}"
+python3 plots/ab/ab.py "$out" --a-label="$a_label" --b-label="$b_label" "${notes[@]}" "${ab_opts[@]}"
 rc=$?
 ((rc == 0 && failed)) && rc=1
 ((failed)) && log "$failed benchmark run(s) failed; see $out/logs"

@@ -27,7 +27,7 @@ options:
   --stage=STAGE     the stage slowed (default z2)
   --out=DIR         where the trials go (default results/ab_trials_<UTC stamp>)
   --tally=DIR       run nothing: judge DIR's finished trials again with this checkout's gate
-                    (after a change of plots/ab_gate.py, or of GATED) and rewrite its tally
+                    (after a change of plots/ab/ab_gate.py, or of GATED) and rewrite its tally
   -h, --help        this text
 
 Writes DIR/options.json (these options, for --tally), DIR/<kind>_<NN>/ (ab.sh's folder and
@@ -46,7 +46,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "plots"))
+sys.path[:0] = [os.path.join(ROOT, "plots", "ab"), os.path.join(ROOT, "plots")]
 import ab  # noqa: E402
 import gbjson  # noqa: E402
 from ab_gate import judge  # noqa: E402

@@ -13,6 +13,8 @@ import sys
 ROOT = os.environ.get("ZB_ROOT") or os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__))))
 PLOTS = os.path.join(ROOT, "plots")
+# The A/B gate's modules (plots/ab/) import as plots/'s own do.
+sys.path[:0] = [p for p in (PLOTS, os.path.join(PLOTS, "ab")) if p not in sys.path]
 NAN = math.nan
 
 

@@ -1,4 +1,4 @@
-"""plots/ab.py on crafted A/B folders: drift cancels, a planted slowdown on a gated timing fails
+"""plots/ab/ab.py on crafted A/B folders: drift cancels, a planted slowdown on a gated timing fails
 where it was planted and nowhere else, timings that are not gated never fail however noisy or
 worse, the report's first lines say what the pairs could see, exact metrics and missing runs
 fail."""
@@ -75,7 +75,7 @@ def ab_folder(path, pairs=7, b_collectives=None, b_zero=None, skip=()):
 
 
 def ab(folder, *flags):
-    """plots/ab.py as tools/ab.sh runs it; figures only where a test looks at them."""
+    """plots/ab/ab.py as tools/ab.sh runs it; figures only where a test looks at them."""
     return run_tool("ab.py", folder, "--no-figures", *flags)
 
 

@@ -1,4 +1,4 @@
-"""plots/ab_gate.py on crafted and simulated log ratios: the test, Holm's correction, the floor,
+"""plots/ab/ab_gate.py on crafted and simulated log ratios: the test, Holm's correction, the floor,
 what the pairs could detect; and on 10,000 simulated A/A runs of the real number of gated
 timings, the whole run's false-alarm rate at its target. Seeded: the same draws every time."""
 

@@ -1,4 +1,4 @@
-"""plots/ab_stats.py on crafted ratio samples: equal, shifted, noisy, too few; its error rates."""
+"""plots/ab/ab_stats.py on crafted ratio samples: equal, shifted, noisy, too few; its error rates."""
 
 import math
 import random

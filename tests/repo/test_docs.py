@@ -41,8 +41,8 @@ KNOWN["run_all.sh"] = ["bash", os.path.join(ROOT, "run_all.sh")]
 for _tool in ("ab.sh", "cluster.sh", "gpu_check.sh", "gpu_bundle.sh", "bare_build.sh"):
     KNOWN[_tool] = ["bash", os.path.join(ROOT, "tools", _tool)]
 KNOWN["torch_adam.py"] = ["python3", os.path.join(ROOT, "tools", "torch_adam.py")]
-for _py in ("zbplot.py", "summary.py", "compare.py", "ab.py"):
-    KNOWN[_py] = ["python3", os.path.join(ROOT, "plots", _py)]
+for _py in ("zbplot.py", "summary.py", "compare.py", "ab/ab.py"):
+    KNOWN[os.path.basename(_py)] = ["python3", os.path.join(ROOT, "plots", _py)]
 # Words after which a binary's words belong to another (None: to a tool this test does not check).
 HANDS_OVER = {"ab.sh": {"--": "run_all.sh"}, "cluster.sh": {"run": None, "--": None}}
 
@@ -228,7 +228,8 @@ def written_files():
     """Names of results files: the run table's, and the names run_all.sh and plots/ write
     themselves (summary.md, compare.md, ...)."""
     names = set(run_table().outputs())
-    names |= set(NAMED_FILE.findall(sources("run_all.sh", "tools/run_*.sh", "tools/run_*.py", "plots/*.py")))
+    names |= set(NAMED_FILE.findall(sources("run_all.sh", "tools/run_*.sh", "tools/run_*.py", "plots/*.py",
+                                             "plots/ab/*.py")))
     # Placeholders as *; names made of variables or a bare * (`$label.json`, `*.json`) name nothing.
     return {pattern(n) for n in names if KEPT_NAME.match(pattern(n))}
 
@@ -236,7 +237,7 @@ def written_files():
 @functools.lru_cache(maxsize=None)
 def drawn_figures():
     """Figure names plots/ draws: literal save() stems, and `stem = "prefix" + ...` as prefix*."""
-    code = sources("plots/*.py")
+    code = sources("plots/*.py", "plots/ab/*.py")
     names = set(re.findall(r"save\(\s*\w+\s*,\s*\w+\s*,\s*\"([a-z0-9_]+)\"", code))
     names |= {p + "*" for p in re.findall(r"\bstem\s*=\s*\"([a-z0-9_]+)\"\s*\+", code)}
     return names | set(run_table().figures())

@@ -14,7 +14,8 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # the gate's modules, then plots/'s shared ones
 
 import gbjson  # noqa: E402
 import figstyle  # noqa: E402  (selects the Agg backend before any figure is drawn)
