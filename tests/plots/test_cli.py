@@ -6,7 +6,7 @@ import pytest
 
 from results_fixture import results_folder, run_script
 
-TOOLS = ["zbplot.py", "summary.py", "compare.py", "ab.py"]
+TOOLS = ["zbplot.py", "summary.py", "compare.py", "ab/ab.py"]
 
 
 @pytest.mark.parametrize("tool", TOOLS)
