@@ -294,6 +294,15 @@ def compare_timed(bench, metric, base_vals, cur_vals, threshold, gated):
     return Row(bench, metric, base, cur, change, "REGRESSION", note)
 
 
+def metric_names(runs):
+    """real_time, then every counter of these runs in the order first seen: what a comparison
+    of one benchmark walks, on either side."""
+    names = ["real_time"]
+    for r in runs:
+        names += [m for m in r.counters if m not in names]
+    return names
+
+
 def compare_benchmark(bench, base_runs, cur_runs, threshold, gate, tolerances=None):
     """All report rows for one benchmark present on both sides.
 
@@ -301,9 +310,7 @@ def compare_benchmark(bench, base_runs, cur_runs, threshold, gate, tolerances=No
     (default DEFAULT_TOLERANCES).
     """
     tolerances = DEFAULT_TOLERANCES if tolerances is None else tolerances
-    metrics = ["real_time"]
-    for r in base_runs + cur_runs:
-        metrics += [m for m in r.counters if m not in metrics]
+    metrics = metric_names(base_runs + cur_runs)
     rows = []
     for metric in metrics:
         k = kind(metric, tolerances)

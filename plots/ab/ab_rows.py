@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import gbjson
 from ab_stats import decide
-from compare_rules import compare_exact, gated_rule, kind, with_new_names
+from compare_rules import compare_exact, gated_rule, kind, metric_names, with_new_names
 
 
 @dataclass
@@ -145,9 +145,7 @@ def _benchmark_rows(file, bench, a_runs, b_runs, b_errors, threshold, confidence
         return [AbRow(file, bench, "-", "", 0, math.nan, math.nan, math.nan, math.nan,
                       verdict, note)]
     pairs = sorted(a_runs)
-    metrics = ["real_time"]
-    for r in [r for p in pairs for r in a_runs[p] + b_runs[p]]:
-        metrics += [m for m in r.counters if m not in metrics]
+    metrics = metric_names([r for p in pairs for r in a_runs[p] + b_runs[p]])
     rows = []
     for metric in metrics:
         k = kind(metric, tolerances)
