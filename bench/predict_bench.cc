@@ -34,6 +34,7 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, PredictOutcome
     ZB_RETURN_IF_ERROR(record_pipeline_step(*setup.model, setup.pipeline_config, setup.compute, setup.topo, &step));
   else
     ZB_RETURN_IF_ERROR(record_zero_step(*setup.model, setup.config, setup.compute, setup.topo, &step));
+  step.kernels = setup.kernels;
   const std::vector<CollRecord>& traffic = step.traffic;
   Status missing;
   std::vector<TraceSpan> spans;
@@ -43,6 +44,19 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, PredictOutcome
   const StepPrediction& p = out->p;
   // The rate the links between nodes need, where there are nodes and a link to model them.
   out->required_link_gbps = step_required_link_gbps(step, *setup.sweep, *setup.tiers, setup.exposed_limit, &missing);
+  ZB_RETURN_IF_ERROR(missing);
+  const bool quantized = !setup.pipeline && stage_model(setup.config.stage).effective(setup.config.quant).any();
+  const double quantize_s = quantize_seconds(step, &missing);
+  if (quantized) {
+    // Weighed against the same stage unquantized, on the same links.
+    ZeroConfig plain_config = setup.config;
+    plain_config.stage = unquantized_stage(setup.config.stage);
+    plain_config.quant = {};
+    RecordedStep plain;
+    ZB_RETURN_IF_ERROR(record_zero_step(*setup.model, plain_config, setup.compute, setup.topo, &plain));
+    out->beats_unquantized_below_gbps =
+        quantized_beats_below_gbps(step, plain, *setup.sweep, *setup.tiers, &missing);
+  }
   ZB_RETURN_IF_ERROR(missing);
   if (!setup.trace_path.empty()) ZB_RETURN_IF_ERROR(write_predicted_trace(run, setup, traffic, spans, p));
   Timing t;
@@ -72,6 +86,10 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, PredictOutcome
   run.counter("modelled", p.modelled ? 1 : 0);
   if (std::isfinite(setup.link_gbps)) run.counter("link_gbps", setup.link_gbps);
   run.counter("required_link_gbps", out->required_link_gbps);
+  if (quantized) {
+    run.counter("quantize_s_predicted", quantize_s);
+    run.counter("beats_unquantized_below_gbps", out->beats_unquantized_below_gbps);
+  }
   if (setup.measured) {
     // The prediction held against the measured step: relative errors (predicted / measured - 1)
     // and, for exposed communication, which can be near zero, the difference in seconds too.

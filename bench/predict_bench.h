@@ -10,6 +10,7 @@
 #include "harness/driver/driver.h"
 #include "harness/pipeline/pipeline_step.h"
 #include "harness/predict/explain.h"
+#include "harness/predict/kernel_rates.h"
 #include "harness/predict/simulate.h"
 #include "harness/predict/sweep.h"
 #include "harness/predict/tiers.h"
@@ -38,11 +39,15 @@ struct PredictSetup {
   const std::map<std::string, double>* measured = nullptr;
   // --explain: the measured step's trace of this stage, lined up against the prediction.
   std::string explain_trace;
+  // The quantization kernels' rates (--kernels), for a quantized configuration.
+  const KernelRates* kernels = nullptr;
 };
 
 struct PredictOutcome {
   StepPrediction p;
   double required_link_gbps = NAN;
+  // A quantized configuration: the rate below which it beats its stage unquantized.
+  double beats_unquantized_below_gbps = NAN;
   std::string explanation;  // --explain's table and its causes
 };
 

@@ -39,8 +39,8 @@ struct Options {
 zb::Status price_links(const Options& o, const zb::ModelSetup& ms, const zb::Layout& layout, const zb::Sweep& sweep,
                        const zb::Tiers& tiers, const zb::ComputeSpec& compute, std::vector<zb::PlanRow>* rows) {
   for (zb::PlanRow& r : *rows) {
-    // zb_predict replays no quantized pass (its all-to-all, its smaller gathers): those rows stay
-    // unpriced rather than priced as the stage they quantize.
+    // A quantized pass's kernels need their measured rates (zb_predict --kernels), which the
+    // plan has none of: those rows stay unpriced rather than priced as the stage they quantize.
     if (r.quant.any() || zb::stage_model(r.stage).quantized()) continue;
     r.link_priced = true;
     zb::ModelSpec model;

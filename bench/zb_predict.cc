@@ -17,13 +17,14 @@
 #include "harness/driver/table.h"
 #include "harness/plan/pipeline_formula.h"
 #include "harness/predict/link_rate.h"
+#include "harness/predict/kernel_rates.h"
 #include "harness/predict/results.h"
 #include "harness/predict/tiers.h"
 
 namespace {
 
 struct Options {
-  std::string sweep, compute = "none", trace, measured, link_gbps;
+  std::string sweep, compute = "none", trace, measured, link_gbps, kernels;
   std::vector<int64_t> microbatches;  // empty: zb_zero's steps
   int64_t ranks = 0, prefetch = 1, pp = 2, pp_rank = 0;
   double handoff_us = zb::kDefaultHandoffUs, exposed_limit = zb::kDefaultExposedLimit;
@@ -99,6 +100,7 @@ int main(int argc, char** argv) {
   spec.chunks = true;
   spec.chunks_default = 2;
   spec.stages_help = "stages to predict";
+  spec.quantize = true;
   zb::ModelFlags model_flags(f, spec);
   f.add_string("compute", &opt.compute, "per-layer compute: none, sleep:US or spin:US (forward; "
                "backward twice as long), as zb_zero takes it");
@@ -110,6 +112,9 @@ int main(int argc, char** argv) {
              "M or a list 1,2,4,8 (--stages then takes dp, z1, z2)", 1, 4096);
   f.add_int("pp", &opt.pp, "pipeline: pipeline ranks P", 1, 1024);
   f.add_int("pp-rank", &opt.pp_rank, "pipeline: the pipeline rank p every data-parallel rank plays", 0, 1023);
+  f.add_string("kernels", &opt.kernels, "zb_optimizer results with its quantize part (--parts=quantize): the "
+               "rates that price a quantized configuration's kernels (needed for --quantize-weights, "
+               "--quantize-grads and zpp)");
   f.add_string("measured", &opt.measured, "zb_zero results JSON of the same configuration: report each "
                "prediction's error against the measured step");
   int code = driver.parse(argc, argv);
@@ -148,8 +153,18 @@ int main(int argc, char** argv) {
   if (s && !rates.empty() && topo.nodes < 2)
     s = zb::Status::error("--link-gbps sets the links between nodes, and the " + std::to_string(ranks) +
                           " ranks modelled are on one node: give --ranks-per-node below --ranks");
-  if (s && !rates.empty() && !tiers.inter.ok())
-    s = zb::Status::error("--link-gbps needs a sweep across nodes, to fit the links' latency to");
+  if (s && !rates.empty() && !tiers.inter.ok() && !tiers.intra.ok())
+    s = zb::Status::error("--link-gbps needs a sweep over more than one rank, to fit the links' latency to");
+  bool any_quantized = false;
+  for (zb::Stage st : ms.stages)
+    for (const zb::Quantization& q : ms.quantizations(st)) any_quantized |= zb::stage_model(st).effective(q).any();
+  if (s && any_quantized && !opt.microbatches.empty())
+    s = zb::Status::error("--microbatches predicts zb_pipeline's steps, which quantize nothing");
+  zb::KernelRates kernels;
+  if (s && any_quantized)
+    s = opt.kernels.empty() ? zb::Status::error("a quantized configuration needs --kernels=FILE (zb_optimizer "
+                                                "--parts=quantize results) to price its quantization kernels")
+                            : zb::KernelRates::load(opt.kernels, &kernels);
   if (s && opt.explain && !opt.microbatches.empty())
     s = zb::Status::error("--explain lines up zb_zero's steps against their traces; not with --microbatches");
   // Each stage's measured trace, found before MPI starts so that a missing one is bad input.
@@ -179,6 +194,7 @@ int main(int argc, char** argv) {
   base.config = ms.step;
   base.config.overlap = opt.overlap;
   base.config.prefetch = int(opt.prefetch);
+  base.kernels = &kernels;
   std::vector<Row> rows;
   const std::string overlap = opt.overlap ? "on" : "off";
   // One prediction per stage (and per M for the pipeline), named as the benchmark it predicts.
@@ -188,7 +204,9 @@ int main(int argc, char** argv) {
     if (found != measured.benchmarks.end()) setup.measured = &found->second;
     for (double rate : rates.empty() ? std::vector<double>{NAN} : rates) {
       setup.link_gbps = rate;
-      const std::string tail = std::isnan(rate) ? "" : "/link_gbps:" + zb::fmt(rate, rate < 1 ? 3 : 0);
+      char text[32];  // the rate as given, to 6 significant digits: 0.25, 2.5, 400
+      std::snprintf(text, sizeof text, "%g", rate);
+      const std::string tail = std::isnan(rate) ? "" : std::string("/link_gbps:") + text;
       driver.add(name + tail, [&, setup, label, tail](zb::Run& run) -> zb::Status {
         zb::PredictOutcome o;
         ZB_RETURN_IF_ERROR(zb::run_predict_benchmark(run, setup, &o));
@@ -197,15 +215,23 @@ int main(int argc, char** argv) {
       });
     }
   };
-  const size_t count = ms.stages.size() * std::max<size_t>(1, microbatches.size());
+  size_t count = 0;
+  for (zb::Stage st : ms.stages) count += ms.quantizations(st).size() * std::max<size_t>(1, microbatches.size());
   for (zb::Stage st : ms.stages) {
     zb::PredictSetup setup = base;
     setup.config.stage = st;
     const std::string stage = zb::stage_name(st);
     if (microbatches.empty()) {
-      setup.trace_path = zb::per_stage_path(opt.trace, stage, count);
-      if (opt.explain) setup.explain_trace = explain_traces.at(st);
-      add(setup, zb::zero_benchmark_name(st, model, optimizer, grad_dtype, opt.compute, opt.overlap), stage);
+      // Each quantized configuration as zb_zero names it, beside the stage unquantized.
+      for (const zb::Quantization& q : ms.quantizations(st)) {
+        zb::PredictSetup config = setup;
+        config.config.quant = q;
+        std::string label = zb::config_label(st, q), file_label = label;
+        std::replace(file_label.begin(), file_label.end(), ':', '_');
+        config.trace_path = zb::per_stage_path(opt.trace, file_label, count);
+        if (opt.explain) config.explain_trace = explain_traces.at(st);
+        add(config, zb::zero_benchmark_name(st, model, optimizer, grad_dtype, opt.compute, opt.overlap, q), label);
+      }
       continue;
     }
     for (int m : microbatches) {
@@ -236,21 +262,29 @@ int main(int argc, char** argv) {
         std::printf("# %s links fitted: %.2f us per ring step, %.3f Gbit/s (%d points)\n", zb::tier_name(t),
                     link.alpha_s * 1e6, link.gbps(), link.points);
     zb::Table table({"stage", "collectives", "comm(ms)", "measured", "compute(ms)", "exposed(ms)", "measured",
-                     "step(ms)", "required Gbit/s", "extrapolated", "modelled"});
+                     "step(ms)", "required Gbit/s", "beats plain below Gbit/s", "extrapolated", "modelled"});
     for (const auto& [stage, o, m] : rows) {
       const zb::StepPrediction& p = o.p;
       auto at = [&](const char* key) { return m && m->count(key) ? m->at(key) * 1e3 : NAN; };
       table.add_row({stage, std::to_string(p.collectives), zb::fmt(p.comm_s * 1e3, 3), zb::fmt(at("comm_s"), 3),
                      zb::fmt(p.compute_s * 1e3, 3), zb::fmt(p.exposed_s * 1e3, 3), zb::fmt(at("exposed_comm_s"), 3),
-                     zb::fmt(p.step_s * 1e3, 3), zb::fmt(o.required_link_gbps, 3), p.extrapolated ? "yes" : "no",
+                     zb::fmt(p.step_s * 1e3, 3), zb::fmt(o.required_link_gbps, 3),
+                     std::isnan(o.beats_unquantized_below_gbps) ? "-" : zb::fmt(o.beats_unquantized_below_gbps, 3),
+                     p.extrapolated ? "yes" : "no",
                      p.modelled ? "yes" : "no"});
     }
     table.print(stdout);
     std::printf("# comm: the step replayed with no compute, its waits and hand-offs included (zb_zero's comm_s); "
                 "exposed: time compute waits for communication in the replay; required: the slowest link between "
-                "nodes that keeps exposed communication within %g%% of the step (n/a on one node); modelled: some "
-                "collective priced from a tier's fitted link rather than read off the sweep\n",
+                "nodes that keeps exposed communication within %g%% of the step (n/a on one node); beats plain: "
+                "the link rate below which a quantized configuration's step is faster than its stage "
+                "unquantized; modelled: some collective priced from a tier's fitted link rather than read off "
+                "the sweep\n",
                 opt.exposed_limit * 100);
+    if (!kernels.empty())
+      std::printf("# quantization kernels priced at zb_optimizer's rates from %s\n", kernels.file().c_str());
+    if (topo.nodes > 1 && !tiers.inter.ok())
+      std::printf("# links between nodes: the sweep ran on one node, so they take its link's latency\n");
     for (const auto& [stage, o, m] : rows)
       if (!o.explanation.empty()) std::printf("\n# --explain %s\n%s", stage.c_str(), o.explanation.c_str());
   }

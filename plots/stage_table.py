@@ -88,3 +88,18 @@ def collectives_text(row):
 def article(row):
     """The article's resident bytes per parameter for a stage ("w+(g+o)/N"), or n/a."""
     return row.get("article", "n/a") if row else "n/a"
+
+
+# A benchmark name's quantization segments and how a configuration's label writes them (the
+# C++ config_label: "z3+qw:int8", "hpz+qg:int4"; zpp quantizes as its own row says).
+QUANT_SEGMENTS = (("quantize_weights", "qw"), ("quantize_grads", "qg"))
+
+
+def config_label(params):
+    """The configuration a benchmark ran, from its name's parameters: z3, z3+qw:int8, zpp."""
+    label = params["stage"]
+    for key, short in QUANT_SEGMENTS:
+        if key in params:
+            label += f"+{short}:{params[key]}"
+    return label
+

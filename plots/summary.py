@@ -147,6 +147,37 @@ def predict_section(results):
             "measured - 1, computed by zb_predict.", ""]
 
 
+def quantized_section(results):
+    """predict_quantized.json: each quantized configuration's step at the slowest and fastest
+    link rates predicted, and the rate below which it beats its stage unquantized."""
+    picks = load(results, "predict_quantized.json")
+    if not picks:
+        return []
+    configs = {}
+    for p in picks.values():
+        if "stage" in p.params and not math.isnan(p.value("link_gbps")):
+            configs.setdefault(stage_table.config_label(p.params), []).append(p)
+    rows = []
+    for label, members in configs.items():
+        members.sort(key=lambda p: p.value("link_gbps"))
+        lo, hi = members[0], members[-1]
+        cross = lo.value("beats_unquantized_below_gbps")
+        rows.append([label, ms(lo.value("step_s_predicted")), ms(hi.value("step_s_predicted")),
+                     ms(lo.value("quantize_s_predicted")) if lo.has("quantize_s_predicted") else "-",
+                     "-" if math.isnan(cross) else fmt(cross, 3)])
+    if not rows:
+        return []
+    rates = sorted({p.value("link_gbps") for members in configs.values() for p in members})
+    first = next(iter(picks.values()))
+    return ["## Quantized configurations against the link rate (zb_predict)", "",
+            table(["configuration", f"step at {rates[0]:g} Gbit/s (ms)", f"step at {rates[-1]:g} Gbit/s (ms)",
+                   "quantization kernels (ms)", "beats its stage unquantized below (Gbit/s)"], rows), "",
+            f"- Predicted for {fmt(first.value('ranks'), 0)} ranks on {fmt(first.value('nodes'), 0)} nodes from "
+            "`predict_sweep.json`, the kernels priced at `quantize_rates.json`'s rates; zpp is weighed "
+            "against hpz, the others against their own stage. Figure: "
+            "[quantized_crossing](figures/quantized_crossing.png).", ""]
+
+
 OPT_COLUMNS = [("params", "params", 0), ("params_per_s", "params/s", 4), ("GBps", "GB/s", 2),
                ("limit_GBps", "limit GB/s", 2), ("frac_of_limit", "of limit", 3),
                ("reduce_s", "reduce (ms)", None), ("update_s", "update (ms)", None),
@@ -267,7 +298,7 @@ def main(argv=None):
     try:
         lines, found, cut = first_screen(args.results, fit_params, fit_memory)
         lines += ["# Details", ""]
-        for section in (zero_section, predict_section, collectives_section, sweep_section,
+        for section in (zero_section, predict_section, quantized_section, collectives_section, sweep_section,
                         optimizer_section, plan_section, pipeline_section, offload_section):
             lines += section(args.results)
         if cut:

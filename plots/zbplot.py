@@ -17,6 +17,7 @@ import fig_optimizer  # noqa: E402
 import fig_pipeline  # noqa: E402
 import fig_plan  # noqa: E402
 import fig_predict  # noqa: E402
+import fig_quantized  # noqa: E402
 import fig_sweep  # noqa: E402
 import fig_trace  # noqa: E402
 import fig_zero  # noqa: E402
@@ -49,6 +50,7 @@ FIGURES = [
     ("zero.json", _gb, fig_zero.step_time),
     ("zero_sweep.json", _gb, fig_sweep.exposed_vs_ratio),
     ("predict.json", _gb, fig_predict.predicted_vs_measured),
+    ("predict_quantized.json", _gb, fig_quantized.crossing),
     ("optimizer.json", _gb, fig_optimizer.bandwidth),
     ("plan.json", _plan, fig_plan.memory),
     (("pipeline_wire.json", "pipeline.json"), _gb, fig_pipeline.microbatches),

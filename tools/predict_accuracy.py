@@ -2,7 +2,8 @@
 """predict_accuracy.py: zb_predict's accuracy tables (docs/predict.md), measured here: the
 one-node errors over repetitions of the default run's configuration, a step's exposed
 communication by cause with the schedule-keeping sleep and the old sleep-for, and on
-tools/cluster.sh (root) other link rates and more ranks predicted from one sweep."""
+tools/cluster.sh (root) other link rates, more ranks and a quantized configuration's crossing
+predicted from one sweep."""
 import argparse
 import json
 import os
@@ -218,6 +219,49 @@ def more_ranks(a, tmp):
                   f"| {b['comm_s_predicted'] * 1e3:.1f} | {b['comm_error']:+.1%} |")
 
 
+def quantized(a, tmp):
+    """2 nodes x 1: from a sweep at --sweep-gbps and the kernels' rates measured there, the rate
+    below which z3 with INT8 gathers beats z3; both measured at half and twice that rate."""
+    sweep, kernels = os.path.join(tmp, "q_sweep.json"), os.path.join(tmp, "q_kernels.json")
+
+    def swept():
+        cluster_sweep(a, sweep)
+        run(a.bin, 0, "zb_optimizer", ["--parts=quantize", "--min-params=1e6", "--max-params=1e6",
+                                       "--grad-dtype=bf16", f"--json={kernels}"], cluster=True)
+    on_cluster(2, 1, a.sweep_gbps, swept)
+    config = [*LINK_MODEL, LINK_COMPUTE, "--overlap=on", "--stages=z3", "--quantize-weights=none,int8"]
+
+    def predict(rates, path):
+        run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", f"--kernels={kernels}", *config,
+                                     "--link-gbps=" + ",".join(f"{r:.6g}" for r in rates), f"--json={path}"])
+        with open(path) as f:
+            return {(b["name"].split("/")[2].startswith("quantize_weights"), round(float(b["link_gbps"]), 3)): b
+                    for b in json.load(f)["benchmarks"]}
+    cross = next(b for (q, _), b in predict([a.sweep_gbps], os.path.join(tmp, "q_cross.json")).items()
+                 if q)["beats_unquantized_below_gbps"]
+    if not 0 < cross < 1e5:
+        die(f"z3+qw:int8 is predicted faster {'nowhere' if cross != cross else 'everywhere'}: no crossing to measure")
+    rates = [cross / 2, cross * 2]
+    predicted = predict(rates, os.path.join(tmp, "q_predict.json"))
+    print(f"sweep and kernels at {a.sweep_gbps} Gbit/s; z3+qw:int8 predicted faster than z3 below "
+          f"{cross:.3g} Gbit/s; each side measured at half and twice that")
+    print("| Gbit/s | z3 measured (ms) | predicted | z3+qw:int8 measured (ms) | predicted | faster measured "
+          "| faster predicted |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rates:
+        path = os.path.join(tmp, f"q_zero_{r:.3g}.json")
+        on_cluster(2, 1, r, lambda: run(a.bin, 0, "zb_zero", [*config, "--iters=5", "--warmup=2", "--no-check",
+                                                                f"--json={path}"], cluster=True))
+        with open(path) as f:
+            got = {b["name"].split("/")[2].startswith("quantize_weights"): b for b in json.load(f)["benchmarks"]
+                   if b.get("run_type", "iteration") == "iteration"}
+        m = {q: got[q]["step_s"] for q in (False, True)}
+        p = {q: predicted[(q, round(r, 3))]["step_s_predicted"] for q in (False, True)}
+        name = lambda steps: "z3+qw:int8" if steps[True] < steps[False] else "z3"  # noqa: E731
+        print(f"| {r:.3g} | {m[False] * 1e3:.1f} | {p[False] * 1e3:.1f} | {m[True] * 1e3:.1f} | {p[True] * 1e3:.1f} "
+              f"| {name(m)} | {name(p)} |")
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # one line and exit 2, as every zerobench tool refuses bad input
         die(message)
@@ -226,11 +270,13 @@ class Parser(argparse.ArgumentParser):
 def main(argv=None):
     p = Parser(description=__doc__)
     p.add_argument("table", choices=list(TABLES), help="one-node: the predictor's errors at each --ranks; causes: "
-                   "exposed communication by cause, sleep against sleep-for; links, more-ranks: on tools/cluster.sh")
+                   "exposed communication by cause, sleep against sleep-for; links, more-ranks, quantized: on "
+                   "tools/cluster.sh")
     p.add_argument("--ranks", default="2,4", help="one-node: rank counts, a list (default 2,4)")
     p.add_argument("--reps", type=int, default=5, help="repetitions whose median is reported (default 5)")
     p.add_argument("--rates", default="0.5,1,2,4", help="links: link rates measured, Gbit/s (default 0.5,1,2,4)")
-    p.add_argument("--sweep-gbps", type=float, default=1, help="links, more-ranks: the link rate swept at (default 1)")
+    p.add_argument("--sweep-gbps", type=float, default=1, help="links, more-ranks, quantized: the link rate swept at "
+                   "(default 1)")
     p.add_argument("--bin", default=os.environ.get("ZB_BIN", os.path.join(ROOT, "build", "bin")),
                    help="the folder of zerobench's binaries (default $ZB_BIN, else build/bin)")
     a = p.parse_args(argv)
@@ -253,7 +299,7 @@ def main(argv=None):
     return 0
 
 
-TABLES = {"one-node": one_node, "causes": causes, "links": links, "more-ranks": more_ranks}
+TABLES = {"one-node": one_node, "causes": causes, "links": links, "more-ranks": more_ranks, "quantized": quantized}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -223,6 +223,12 @@ class Model:
                                 f.number("step-factor", 4)):
                 foot = p * ADAM_BYTES
                 out.append((kinds * grads, steps * c["kernel_passes"] * foot / mem + 2 * foot / mem + self.m["bench_s"]))
+        if "quantize" in parts:
+            for p in size_sweep(f.number("min-params", 2 ** 20), f.number("max-params", self.m["optimizer_max_params"]),
+                                f.number("step-factor", 4)):
+                foot = p * c["quant_bytes"]
+                out.append((c["quant_kernels"] * grads + c["quant_reductions"],
+                            steps * c["kernel_passes"] * foot / mem + 2 * foot / mem + self.m["bench_s"]))
         if "step" in parts:
             p = f.number("step-params", 16 * 2 ** 20)
             stages = len(f.items("stages", [""] * c["stages"]))
@@ -232,9 +238,14 @@ class Model:
         return out
 
     def zb_predict(self, f, bw):
+        c = self.c["zb_predict"]
         stages = len(f.items("stages", [""] * self.c["zb_zero"]["stages"]))
         mbs = len(f.items("microbatches", [""]))
-        return [(stages * mbs, self.c["zb_predict"]["benchmark_s"])]
+        rates = len(f.items("link-gbps", [""]))
+        configs = len(f.items("quantize-weights", [""])) * len(f.items("quantize-grads", [""]))
+        if configs == 1:
+            return [(stages * mbs * rates, c["benchmark_s"])]
+        return [(stages * configs * rates, c["quantized_s"])]
 
     def zb_plan(self, f, bw):
         return [(1, self.c["zb_plan"]["seconds"])]

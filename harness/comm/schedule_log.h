@@ -19,16 +19,27 @@ struct ScheduleOp {
     wait,     // compute waits until every collective up to number `seq` is complete
     step,     // a training step begins
   } kind;
-  std::string what;  // compute: "forward", "backward", "update" or "idle"
+  std::string what;  // compute: "forward", "backward", "update", "idle", or a quantization kernel
+                     // ("quantize", "dequantize", "reduce", "amax")
   int layer = -1;    // compute: the layer (forward, backward) or unit (update)
   uint64_t seq = 0;
   CollRecord coll{Coll::all_reduce, 0, DType::bf16};
   double seconds = 0;  // idle: how long
+  // A quantization kernel: the elements it reads (quantize, dequantize and amax: the values;
+  // reduce: every input summed) and its format (quant_format_name: "int8", "int4", "fp8").
+  double elements = 0;
+  std::string format{};
 };
 
 class ScheduleLog {
  public:
   void compute(const std::string& what, int layer) { ops_.push_back({ScheduleOp::Kind::compute, what, layer}); }
+  void kernel(const std::string& what, int unit, const std::string& format, double elements) {
+    ScheduleOp op{ScheduleOp::Kind::compute, what, unit};
+    op.format = format;
+    op.elements = elements;
+    ops_.push_back(op);
+  }
   void issue(uint64_t seq, const CollRecord& coll) {
     ops_.push_back({ScheduleOp::Kind::issue, "", -1, seq, coll});
   }

@@ -20,4 +20,16 @@ double required_link_gbps(const std::function<StepPrediction(double gbps)>& pred
   return std::exp(hi);
 }
 
+double crossing_link_gbps(const std::function<double(double gbps)>& gain) {
+  auto faster = [&](double gbps) { return gain(gbps) < 0; };
+  if (faster(kMaxLinkGbps)) return kMaxLinkGbps;
+  if (!faster(kMinLinkGbps)) return NAN;
+  double lo = std::log(kMinLinkGbps), hi = std::log(kMaxLinkGbps);  // faster at lo, not at hi
+  while (hi - lo > 1e-7) {
+    const double mid = (lo + hi) / 2;
+    (faster(std::exp(mid)) ? lo : hi) = mid;
+  }
+  return std::exp(lo);
+}
+
 }  // namespace zb

@@ -1,5 +1,6 @@
 // The network a stage needs: the lowest inter-node link rate at which its step's exposed
-// communication stays within a share of the step, found on the predictor's own replay.
+// communication stays within a share of the step, and the rate below which a quantized step
+// beats the unquantized one, each found on the predictor's own replay.
 #pragma once
 
 #include <functional>
@@ -19,5 +20,11 @@ constexpr double kDefaultExposedLimit = 0.05;
 // falls as the link gets faster). kMinLinkGbps when even that rate is fast enough; NaN when
 // none is (what stays exposed then is latency, the hand-off or links within a node).
 double required_link_gbps(const std::function<StepPrediction(double gbps)>& predict_at, double limit);
+
+// The rate r in [kMinLinkGbps, kMaxLinkGbps] where `gain(r)` (a quantized step's time less the
+// unquantized one's) turns from negative (quantized faster, on slow links) to positive, to a
+// relative 1e-6 by bisection on log r. kMaxLinkGbps when it is faster at every rate; NaN when
+// it is faster at none.
+double crossing_link_gbps(const std::function<double(double gbps)>& gain);
 
 }  // namespace zb

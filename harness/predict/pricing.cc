@@ -21,6 +21,8 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
   if (ranks < 2) return CollCost{0, 0, false};  // one rank, unswept: nothing crosses a link
   LinkFit inter = tiers_.inter;
   if (rate_set) inter.seconds_per_byte = 8e-9 / inter_gbps_;
+  // A sweep of one node has no link between nodes to take the latency of: its own link's.
+  if (rate_set && !std::isfinite(inter.alpha_s)) inter.alpha_s = tiers_.intra.alpha_s;
   const LinkFit& link = spans ? inter : tiers_.intra;
   if (!link.ok()) {
     if (*missing)

@@ -15,7 +15,8 @@ namespace zb {
 
 class Pricer {
  public:
-  // `inter_gbps`: when finite, links between nodes at this rate (their fitted latency kept).
+  // `inter_gbps`: when finite, links between nodes at this rate (their fitted latency kept; a
+  // sweep of one node lends its own link's latency).
   Pricer(const Sweep& sweep, const Tiers& tiers, const Topology& topo, double inter_gbps = NAN)
       : sweep_(sweep), tiers_(tiers), topo_(topo), inter_gbps_(inter_gbps) {}
 

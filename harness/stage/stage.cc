@@ -78,6 +78,17 @@ const StageModel& stage_model(Stage stage) {
   return kStages[0];  // unreachable: every Stage has an entry
 }
 
+Stage unquantized_stage(Stage stage) {
+  const StageModel& m = stage_model(stage);
+  for (Stage s : all_stages()) {
+    const StageModel& t = stage_model(s);
+    if (t.weights == m.weights && t.grads == m.grads && t.optimizer == m.optimizer && t.units == m.units &&
+        t.node_weight_copy == m.node_weight_copy && !t.quantized())
+      return s;
+  }
+  return stage;
+}
+
 const char* stage_name(Stage stage) { return stage_model(stage).name; }
 
 const std::vector<Stage>& all_stages() {

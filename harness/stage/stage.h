@@ -113,6 +113,10 @@ const std::vector<Stage>& table_stages();
 const std::vector<std::string>& stage_names();  // of table_stages()
 std::vector<std::pair<std::string, Stage>> stage_choices();  // every stage by name, for flags
 
+// The row that shards as `stage` does and quantizes nothing of its own (zpp: hpz; the others:
+// themselves): what a quantized configuration is weighed against.
+Stage unquantized_stage(Stage stage);
+
 // A configuration's name: the stage, and what it quantizes beyond its own row ("z3",
 // "z3+qw:int8", "z2+qg:int4", "zpp").
 std::string config_label(Stage stage, const Quantization& requested);

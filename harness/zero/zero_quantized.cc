@@ -81,7 +81,7 @@ Status ZeroStep::quantized_gather(int unit, size_t buffer, Group group) {
   const QuantFormat f = quant_format(quant_.weights);
   const size_t piece = quant_record_bytes(f, n, kWeightQuantBlock);
   const Bf16* own = state_->weights().as<Bf16>() + state_->weight_offset(u);
-  if (schedule_) schedule_->compute("quantize", unit);
+  if (schedule_) schedule_->kernel("quantize", unit, quant_format_name(f), double(n));
   if (kernels_run()) {
     TraceScope span(&trace_, "quantize U" + std::to_string(unit), "\"unit\": " + std::to_string(unit));
     if (f == QuantFormat::fp8)
@@ -97,12 +97,12 @@ Status ZeroStep::quantized_gather(int unit, size_t buffer, Group group) {
 // Every rank's piece back into its block of the gathered unit, once the gather has arrived.
 Status ZeroStep::dequantize_gathered(int unit, size_t buffer) {
   if (mode_ == StepMode::compute_only) return Status::ok();
-  if (schedule_) schedule_->compute("dequantize", unit);
-  if (!kernels_run()) return Status::ok();
-  TraceScope span(&trace_, "dequantize U" + std::to_string(unit), "\"unit\": " + std::to_string(unit));
   const Unit& u = layout_.units[size_t(unit)];
   const uint64_t n = layout_.block(u);
   const QuantFormat f = quant_format(quant_.weights);
+  if (schedule_) schedule_->kernel("dequantize", unit, quant_format_name(f), double(n) * place_.ranks);
+  if (!kernels_run()) return Status::ok();
+  TraceScope span(&trace_, "dequantize U" + std::to_string(unit), "\"unit\": " + std::to_string(unit));
   const size_t piece = quant_record_bytes(f, n, kWeightQuantBlock);
   for (int r = 0; r < place_.ranks; ++r) {
     const uint8_t* from = gather_recv(buffer) + size_t(r) * piece;
@@ -121,7 +121,11 @@ Status ZeroStep::dequantize_gathered(int unit, size_t buffer) {
 Status ZeroStep::exchange_amax() {
   if (mode_ == StepMode::compute_only) return Status::ok();
   const size_t units = layout_.units.size();
-  if (schedule_) schedule_->compute("amax", -1);
+  if (schedule_) {
+    double elements = 0;  // this rank's block of every unit
+    for (const Unit& u : layout_.units) elements += double(layout_.block(u));
+    schedule_->kernel("amax", -1, quant_format_name(QuantFormat::fp8), elements);
+  }
   if (kernels_run()) {
     TraceScope span(&trace_, "amax", "\"units\": " + std::to_string(units));
     for (size_t i = 0; i < units; ++i) {
@@ -176,7 +180,7 @@ Status ZeroStep::start_reduction(const Unit& u, int unit, const void* grad) {
   const int s = comm_.group_size(Group::node), r = comm_.group_size(Group::cross), j = comm_.group_rank(Group::node);
   const char* g = static_cast<const char*>(grad);
   uint8_t* out = hop_node_ ? qsend1_[set].as<uint8_t>() : qsend2_[set].as<uint8_t>();
-  if (schedule_) schedule_->compute("quantize", unit);
+  if (schedule_) schedule_->kernel("quantize", unit, quant_format_name(f), double(n) * (hop_node_ ? s : 1) * r);
   if (kernels_run()) {
     TraceScope span(&trace_, "quantize U" + std::to_string(unit), "\"unit\": " + std::to_string(unit));
     for (int peer = 0; peer < (hop_node_ ? s : 1); ++peer)
@@ -222,7 +226,7 @@ Status ZeroStep::advance(PendingReduce& p, bool* finished) {
   const uint8_t* in = qrecv1_[p.set].as<uint8_t>();
   if (!hop_cross_) return combine(u, in, s);
   uint8_t* out = qsend2_[p.set].as<uint8_t>();
-  if (schedule_) schedule_->compute("reduce", p.unit);
+  if (schedule_) schedule_->kernel("reduce", p.unit, quant_format_name(f), double(n) * r * s);
   if (kernels_run()) {
     TraceScope span(&trace_, "reduce U" + std::to_string(p.unit), "\"unit\": " + std::to_string(p.unit));
     // From node peer j, piece k sits at (j R + k) pieces: S inputs R pieces apart.
@@ -242,11 +246,11 @@ Status ZeroStep::advance(PendingReduce& p, bool* finished) {
 // in its own dtype and added in order, as DeepSpeed sums the dequantized chunks.
 Status ZeroStep::combine(const Unit& u, const uint8_t* pieces, int count) {
   const int unit = int(&u - layout_.units.data());
-  if (schedule_) schedule_->compute("dequantize", unit);
-  if (!kernels_run()) return Status::ok();
-  TraceScope span(&trace_, "dequantize U" + std::to_string(unit), "\"unit\": " + std::to_string(unit));
   const uint64_t n = layout_.block(u);
   const QuantFormat f = quant_format(quant_.grads);
+  if (schedule_) schedule_->kernel("dequantize", unit, quant_format_name(f), double(n) * count);
+  if (!kernels_run()) return Status::ok();
+  TraceScope span(&trace_, "dequantize U" + std::to_string(unit), "\"unit\": " + std::to_string(unit));
   const size_t piece = quant_record_bytes(f, n, kGradQuantBlock);
   const DType gd = config_.grad_dtype;
   char* own = state_->grad_at(state_->grads().data(), state_->grad_offset(u));

@@ -1,6 +1,7 @@
 """Bad input to the prediction flags of issue 23 (zb_predict's --handoff-us, --link-gbps,
 --exposed-limit, --explain, --ranks beyond the sweep, nccl-tests JSON in --sweep; zb_plan's
---sweep column), each row one process without MPI: one line naming the problem, exit 2."""
+--sweep column) and to its quantized configurations (--kernels), each row one process without
+MPI: one line naming the problem, exit 2."""
 import json
 import os
 
@@ -30,6 +31,7 @@ def nccl_tests_doc(program="./all_reduce_perf", devices=1, results=None):
 def files(tmp):
     f = {"SWEEP": write(tmp, "sweep.json", sweep_doc(2)),
          "NODES": write(tmp, "nodes.json", dict(sweep_doc(2), context={"world_size": "2", "nodes": "2"})),
+         "ONERANK": write(tmp, "one.json", sweep_doc(1)),
          "NCCL": write(tmp, "ar.json", nccl_tests_doc()),
          "BCAST": write(tmp, "bc.json", nccl_tests_doc(program="./broadcast_perf")),
          "NOTIME": write(tmp, "nt.json", nccl_tests_doc(results=[
@@ -64,7 +66,12 @@ PREDICT = [
     (["--sweep=NODES", "--link-gbps=1e6"], "'1e6' is not a rate"),
     (["--sweep=NODES", "--link-gbps=10,"], "is not a rate"),
     (["--sweep=SWEEP", "--link-gbps=10"], "on one node"),                     # nothing between nodes to set
-    (["--sweep=SWEEP", "--ranks=4", "--ranks-per-node=2", "--link-gbps=10"], "a sweep across nodes"),
+    (["--sweep=ONERANK", "--ranks=4", "--ranks-per-node=2", "--link-gbps=10"], "a sweep over more than one rank"),
+    (["--sweep=SWEEP", "--stages=zpp"], "needs --kernels=FILE"),              # zpp always quantizes
+    (["--sweep=SWEEP", "--stages=z3", "--quantize-weights=int8"], "needs --kernels=FILE"),
+    (["--sweep=SWEEP", "--stages=z3", "--quantize-grads=int4", "--kernels=/no/such.json"], "/no/such.json"),
+    (["--sweep=SWEEP", "--stages=z3", "--quantize-weights=fp8", "--kernels=SWEEP"], "no quantization kernel"),
+    (["--sweep=SWEEP", "--stages=z2", "--quantize-grads=int4", "--microbatches=2"], "quantize nothing"),
     (["--sweep=SWEEP", "--explain"], "give --measured"),
     (["--sweep=SWEEP", "--explain", "--measured=NOTRACE", "--stages=dp"], "names no trace of dp"),
     (["--sweep=SWEEP", "--explain", "--measured=NOTRACE", "--microbatches=2", "--stages=dp"], "--microbatches"),

@@ -172,7 +172,7 @@ def broken(path, value):
     (("run", 1, "args", "quick", "nccl"), None, "args.quick needs exactly the backends"),
     (("run", 2, "args", "full", "mpi"), "{modle} --iters=3", "unknown placeholder {modle}"),
     (("run", 0, "launch"), "all", "launch must be one of"),
-    (("run", 9, "label"), "collectives", "labels used twice"),
+    (("run", 11, "label"), "collectives", "labels used twice"),
     (("run", 0, "json"), "busbw.json", "json must be 'collectives.json' or empty"),
     (("run", 4, "needs"), ["nothing.json"], "needs nothing.json"),
     (("run", 0, "args", "quick", "mpi"), "min-bytes=1K", "every word is a --flag"),

@@ -1,13 +1,14 @@
 // The predictor's links on synthetic data: a ring's cost, a tier's latency and bandwidth
 // recovered exactly from points made with them, collectives over more ranks than swept priced
-// from the fit, nccl-tests' -J JSON read into known times, and required_link_gbps for a step
-// solved by hand.
+// from the fit, nccl-tests' -J JSON read into known times, required_link_gbps for a step solved
+// by hand, and a quantized step's kernels priced and weighed against the step unquantized.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 
+#include "harness/predict/kernel_rates.h"
 #include "harness/predict/link_rate.h"
 #include "harness/predict/nccl_tests.h"
 #include "harness/predict/pricing.h"
@@ -229,6 +230,137 @@ TEST(RequiredLinkGbps, AStepSolvedByHand) {
   RecordedStep one = step;
   ASSERT_TRUE(modelled_topology(2, 2, &one.topo));
   EXPECT_TRUE(std::isnan(step_required_link_gbps(one, sweep, tiers, 0.05, &missing)));
+}
+
+// Two nodes of one rank, one layer: 1 s of forward, then a gather of 1e9 bytes waited for.
+// Quantized, the gather carries half of it, between a quantize kernel of 1e6 elements at 1e7
+// per second and a dequantize of 2e6 at 2e7: 0.2 s of kernels. With the link at G Gbit/s,
+// T(B) = alpha + (N-1)/N x B x 8 / (G 1e9), so the plain step is 1 + alpha + 4 / G and the
+// quantized one 1.2 + alpha + 2 / G: it is faster below G = 2 / 0.2 = 10 Gbit/s.
+RecordedStep gather_step(double bytes, bool quantized, const KernelRates* kernels) {
+  RecordedStep step;
+  EXPECT_TRUE(modelled_topology(2, 1, &step.topo));
+  step.compute.kind = ComputeSpec::Kind::sleep;
+  step.compute.seconds = 1;
+  step.kernels = kernels;
+  step.log.step();
+  step.log.compute("forward", 0);
+  if (quantized) step.log.kernel("quantize", 0, "int8", 1e6);
+  step.log.issue(1, rec(Coll::all_gather, uint64_t(bytes), Group::world, 2));
+  step.log.wait(1);
+  if (quantized) step.log.kernel("dequantize", 0, "int8", 2e6);
+  return step;
+}
+
+TEST(QuantizedBeatsBelow, AStepSolvedByHand) {
+  const double alpha = 0.01;
+  Sweep sweep;
+  ASSERT_TRUE(Sweep::from_series({series(Coll::all_gather, 2, Tier::inter, "world", alpha, 1e-9)}, 2, 2, 0, &sweep));
+  const Tiers tiers = fit_tiers(sweep);
+  KernelRates rates;
+  rates.set("quantize", "int8", 1e7);
+  rates.set("dequantize", "int8", 2e7);
+  const RecordedStep plain = gather_step(1e9, false, nullptr), quantized = gather_step(5e8, true, &rates);
+  Status missing;
+  EXPECT_NEAR(quantize_seconds(quantized, &missing), 0.2, 1e-12);
+  EXPECT_DOUBLE_EQ(quantize_seconds(plain, &missing), 0);
+  EXPECT_NEAR(quantized_beats_below_gbps(quantized, plain, sweep, tiers, &missing), 10, 10 * 1e-6);
+  EXPECT_TRUE(missing) << missing.message();
+  const StepPrediction at5 = replay(quantized, sweep, tiers, 5, &missing);
+  EXPECT_NEAR(at5.step_s, 1.2 + alpha + 2.0 / 5, 1e-9);
+  EXPECT_NEAR(at5.compute_s, 1.2, 1e-12);
+  // A kernel the rates do not time is named, not priced as free.
+  KernelRates partial;
+  partial.set("quantize", "int8", 1e7);
+  const RecordedStep unpriced = gather_step(5e8, true, &partial);
+  quantize_seconds(unpriced, &missing);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.message().find("dequantize of int8"), std::string::npos) << missing.message();
+  // One node: no link between nodes to weigh them on.
+  RecordedStep one = quantized, one_plain = plain;
+  ASSERT_TRUE(modelled_topology(2, 2, &one.topo));
+  ASSERT_TRUE(modelled_topology(2, 2, &one_plain.topo));
+  Status fine;
+  EXPECT_TRUE(std::isnan(quantized_beats_below_gbps(one, one_plain, sweep, tiers, &fine)));
+}
+
+TEST(QuantizedBeatsBelow, FasterEverywhereOrNowhere) {
+  EXPECT_EQ(crossing_link_gbps([](double) { return -1.0; }), kMaxLinkGbps);
+  EXPECT_TRUE(std::isnan(crossing_link_gbps([](double) { return 1.0; })));
+  // gain(r) = 1 - 8 / r: faster below 8 Gbit/s.
+  EXPECT_NEAR(crossing_link_gbps([](double r) { return 1 - 8 / r; }), 8, 8e-6);
+}
+
+TEST(KernelRates, ReadFromZbOptimizerResults) {
+  const std::string path = ::testing::TempDir() + "zb_kernel_rates.json";
+  {
+    std::ofstream out(path);
+    out << R"({"context": {}, "benchmarks": [
+      {"name": "quantize/params:1048576/format:int8/block:4096/dtype:bf16/impl:cpu", "params_per_s": 1e8},
+      {"name": "quantize/params:4194304/format:int8/block:4096/dtype:bf16/impl:cpu", "params_per_s": 2e8},
+      {"name": "quantize/params:16777216/format:int8/block:4096/dtype:f32/impl:cpu", "params_per_s": 9e8},
+      {"name": "reduce_requantize/params:4194304/format:int4/block:2048/inputs:8/impl:cpu", "params_per_s": 1e7},
+      {"name": "kernel/params:4194304/optimizer:adam/grad:bf16/impl:cpu", "params_per_s": 5}]})";
+  }
+  KernelRates rates;
+  ASSERT_TRUE(KernelRates::load(path, &rates));
+  auto op = [](const char* what, const char* format, double elements) {
+    ScheduleOp o{ScheduleOp::Kind::compute, what, 0};
+    o.format = format, o.elements = elements;
+    return o;
+  };
+  Status missing;
+  // BF16 first, then the largest size: 4e8 elements at 2e8 per second.
+  EXPECT_DOUBLE_EQ(rates.seconds(op("quantize", "int8", 4e8), &missing), 2);
+  // The reduction counts every input: 8 x 1e7 input elements per second.
+  EXPECT_DOUBLE_EQ(rates.seconds(op("reduce", "int4", 8e7), &missing), 1);
+  EXPECT_TRUE(missing);
+  rates.seconds(op("amax", "fp8", 1e6), &missing);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.message().find("quantize of fp8"), std::string::npos) << missing.message();
+  {
+    std::ofstream out(path);
+    out << R"({"context": {}, "benchmarks": [{"name": "kernel/params:4/impl:cpu", "params_per_s": 5}]})";
+  }
+  const Status none = KernelRates::load(path, &rates);
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.message().find("--parts=quantize"), std::string::npos) << none.message();
+  std::remove(path.c_str());
+}
+
+TEST(QuantizedBeatsBelow, EachQuantizedRowIsWeighedAgainstTheRowThatShardsAsItDoes) {
+  EXPECT_EQ(unquantized_stage(Stage::zpp), Stage::hpz);
+  EXPECT_EQ(unquantized_stage(Stage::z3), Stage::z3);
+  EXPECT_EQ(unquantized_stage(Stage::hpz), Stage::hpz);
+  EXPECT_EQ(unquantized_stage(Stage::dp), Stage::dp);
+}
+
+// A quantized step as the recorder logs it: z3 with INT8 gathers on 4 ranks quantizes its
+// block of every unit for each of its two gathers (forward, backward) and dequantizes all 4
+// blocks after each.
+TEST(QuantizedBeatsBelow, TheRecordedStepLogsEachKernelWithItsElements) {
+  ModelSpec model;
+  ASSERT_TRUE(make_model("", 4096 * 4 * 8, 8, &model));
+  ZeroConfig config;
+  config.stage = Stage::z3;
+  config.quant.weights = WeightQuant::int8;
+  Topology topo;
+  ASSERT_TRUE(modelled_topology(4, 4, &topo));
+  RecordedStep step;
+  ASSERT_TRUE(record_zero_step(model, config, ComputeSpec{}, topo, &step));
+  double quantized = 0, dequantized = 0;
+  size_t last = 0;
+  for (size_t i = 0; i < step.log.ops().size(); ++i)
+    if (step.log.ops()[i].kind == ScheduleOp::Kind::step) last = i;
+  for (size_t i = last; i < step.log.ops().size(); ++i) {
+    const ScheduleOp& o = step.log.ops()[i];
+    if (o.elements == 0) continue;
+    EXPECT_EQ(o.format, "int8") << o.what;
+    (o.what == "quantize" ? quantized : dequantized) += o.elements;
+  }
+  const double psi = double(model.params());
+  EXPECT_DOUBLE_EQ(quantized, 2 * psi / 4);
+  EXPECT_DOUBLE_EQ(dequantized, 2 * psi);
 }
 
 }  // namespace
