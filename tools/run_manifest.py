@@ -138,8 +138,10 @@ def learned_ratios(results_parent, out, host, size, backend, ranks):
     ratios = {}
     for fam, f in best[2].items():
         model, actual = f.get("model_s"), f.get("actual_s")
+        # A family that took no measurable time (the plan, fake binaries) still teaches: its
+        # ratio is clamped like any other.
         if f.get("complete") and isinstance(model, (int, float)) and isinstance(actual, (int, float)) \
-                and model > 0 and actual > 0:
+                and model > 0 and actual >= 0:
             ratios[fam] = min(max(actual / model, RATIO_LIMITS[0]), RATIO_LIMITS[1])
     return ratios, best[1]
 
