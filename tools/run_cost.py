@@ -127,13 +127,19 @@ class Model:
                 out.append((1, self.m["bench_s"] + timings * steps * one + check))
         return out
 
+    def configurations(self, f):
+        """Benchmarks per compute point: one per stage and value of --quantize-weights and
+        --quantize-grads, a row that quantizes as its own says (zpp) once. Exact where every
+        other stage named takes both flags (z3, hpz), an upper bound otherwise."""
+        stages = f.items("stages", [""] * self.c["zb_zero"]["stages"])
+        both = len(f.items("quantize-weights", [""])) * len(f.items("quantize-grads", [""]))
+        own = self.c["zb_zero"]["own_quantization"]
+        return sum(1 if s in own else both for s in stages)
+
     def zb_zero(self, f, bw):
         c = self.c["zb_zero"]
         psi, layers = f.number("params", 16e6), f.number("layers", 16)
-        # One benchmark per stage and value of --quantize-weights and --quantize-grads: exact
-        # where every stage named takes both (z3, hpz), an upper bound otherwise.
-        stages = len(f.items("stages", [""] * c["stages"])) * len(f.items("quantize-weights", [""])) * \
-            len(f.items("quantize-grads", [""]))
+        stages = self.configurations(f)
         steps = self.steps(f, 10, 2)
         comm = self.ring_s(c["volume_psi"] * psi * GRAD_BYTES / 2, 2, bw)
         update = psi * ADAM_BYTES / self.n / self.m["mem_Bps"]
@@ -242,10 +248,9 @@ class Model:
         stages = len(f.items("stages", [""] * self.c["zb_zero"]["stages"]))
         mbs = len(f.items("microbatches", [""]))
         rates = len(f.items("link-gbps", [""]))
-        configs = len(f.items("quantize-weights", [""])) * len(f.items("quantize-grads", [""]))
-        if configs == 1:
+        if not (f.has("quantize-weights") or f.has("quantize-grads") or "zpp" in f.items("stages", [])):
             return [(stages * mbs * rates, c["benchmark_s"])]
-        return [(stages * configs * rates, c["quantized_s"])]
+        return [(self.configurations(f) * rates, c["quantized_s"])]
 
     def zb_plan(self, f, bw):
         return [(1, self.c["zb_plan"]["seconds"])]
