@@ -221,7 +221,8 @@ def more_ranks(a, tmp):
 
 def quantized(a, tmp):
     """2 nodes x 1: from a sweep at --sweep-gbps and the kernels' rates measured there, the rate
-    below which z3 with INT8 gathers beats z3; both measured at half and twice that rate."""
+    below which z3 with INT8 gathers beats z3; both measured at that rate divided and multiplied
+    by --bracket."""
     sweep, kernels = os.path.join(tmp, "q_sweep.json"), os.path.join(tmp, "q_kernels.json")
 
     def swept():
@@ -241,10 +242,10 @@ def quantized(a, tmp):
                  if q)["beats_unquantized_below_gbps"]
     if not 0 < cross < 1e5:
         die(f"z3+qw:int8 is predicted faster {'nowhere' if cross != cross else 'everywhere'}: no crossing to measure")
-    rates = [cross / 2, cross * 2]
+    rates = [cross / a.bracket, cross * a.bracket]
     predicted = predict(rates, os.path.join(tmp, "q_predict.json"))
     print(f"sweep and kernels at {a.sweep_gbps} Gbit/s; z3+qw:int8 predicted faster than z3 below "
-          f"{cross:.3g} Gbit/s; each side measured at half and twice that")
+          f"{cross:.3g} Gbit/s; both measured at {a.bracket:g} times below and above it")
     print("| Gbit/s | z3 measured (ms) | predicted | z3+qw:int8 measured (ms) | predicted | faster measured "
           "| faster predicted |")
     print("|---|---|---|---|---|---|---|")
@@ -277,6 +278,8 @@ def main(argv=None):
     p.add_argument("--rates", default="0.5,1,2,4", help="links: link rates measured, Gbit/s (default 0.5,1,2,4)")
     p.add_argument("--sweep-gbps", type=float, default=1, help="links, more-ranks, quantized: the link rate swept at "
                    "(default 1)")
+    p.add_argument("--bracket", type=float, default=2, help="quantized: how far below and above the predicted "
+                   "crossing to measure, a factor above 1 (default 2)")
     p.add_argument("--bin", default=os.environ.get("ZB_BIN", os.path.join(ROOT, "build", "bin")),
                    help="the folder of zerobench's binaries (default $ZB_BIN, else build/bin)")
     a = p.parse_args(argv)
@@ -290,6 +293,8 @@ def main(argv=None):
         die(f"--rates={a.rates}: not a list of rates")
     if any(not r > 0 for r in a.rates + [a.sweep_gbps]):
         die("--rates and --sweep-gbps take rates above 0 Gbit/s")
+    if not a.bracket > 1:
+        die(f"--bracket={a.bracket:g}: a factor above 1")
     if any(r < 2 for r in a.ranks) or a.reps < 1:
         die("--ranks takes counts of 2 or more, --reps 1 or more")
     if not os.path.isfile(os.path.join(a.bin, "zb_predict")):

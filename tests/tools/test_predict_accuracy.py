@@ -14,6 +14,8 @@ BAD = [(["one-node", "--ranks=2,x"], "--ranks=2,x"),
        (["links", "--rates=1,x"], "--rates=1,x"),
        (["links", "--rates=1,0"], "above 0"),
        (["more-ranks", "--sweep-gbps=-1"], "above 0"),
+       (["quantized", "--bracket=1"], "--bracket=1: a factor above 1"),
+       (["quantized", "--bracket=x"], "--bracket"),
        (["one-node", "--bin=/no/such/dir"], "holds no zb_predict")]
 
 
