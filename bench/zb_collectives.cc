@@ -1,6 +1,7 @@
 // zb_collectives: all_reduce, reduce_scatter, all_gather (and all_to_all on request) over a
 // size sweep, checked element by element, held against the bare library call, with bus
 // bandwidth and wire bytes by the ring formula and measured.
+#include <algorithm>
 #include <cstdio>
 
 #include "bench/collectives_bench.h"
@@ -15,7 +16,7 @@ struct Options {
   uint64_t min_bytes = 1024, max_bytes = 64ull << 20;
   double step_factor = 2;
   zb::DType dtype = zb::DType::bf16;
-  bool batch = true, check = true, bare = true, serial = false;
+  bool batch = true, check = true, bare = true, serial = false, node_groups = false;
   zb::Progress progress = zb::Progress::caller;
   std::vector<zb::Group> groups{zb::Group::world};
 };
@@ -75,6 +76,8 @@ int main(int argc, char** argv) {
   f.add_list("groups", &opt.groups, "the ranks each collective runs over: world, node (each node's ranks) or "
              "cross (the ranks at one place on every node); names gain /group:G beyond world",
              zb::Choices<zb::Group>{{"world", zb::Group::world}, {"node", zb::Group::node}, {"cross", zb::Group::cross}});
+  f.add_bool("node-groups", &opt.node_groups, "where the ranks span several nodes, also sweep the node and cross "
+             "groups (what zb_predict prices hsdp, hpz and the quantized passes from); nothing more on one node");
   int code = driver.parse(argc, argv);
   if (code >= 0) return code;
   if (opt.min_bytes > opt.max_bytes)
@@ -85,6 +88,9 @@ int main(int argc, char** argv) {
 
   zb::Communicator& comm = driver.comm();
   const int n = comm.size();
+  if (opt.node_groups && driver.topology().nodes > 1)
+    for (zb::Group g : {zb::Group::node, zb::Group::cross})
+      if (std::find(opt.groups.begin(), opt.groups.end(), g) == opt.groups.end()) opt.groups.push_back(g);
   for (const zb::CollOp& op : opt.ops)
     if (op.hier && !driver.topology().uniform())
       // Each node would pad to its own S, and the ranks would disagree on the buffer.

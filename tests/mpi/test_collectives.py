@@ -146,6 +146,16 @@ def test_serial_times_each_collective_waited_for_only_when_asked():
     assert all("serial_s" not in b for b in benchmarks(plain).values())
 
 
+def test_node_groups_adds_the_node_and_cross_groups_only_across_nodes():
+    args = ["--ops=all_gather", "--min-bytes=4K", "--max-bytes=4K", "--iters=1", "--warmup=0", "--node-groups"]
+    one, _ = run_json(2, "zb_collectives", args)
+    assert [n.split("/iterations")[0] for n in benchmarks(one)] == ["all_gather/bytes:4096/dtype:bf16"]
+    two, _ = run_json(2, "zb_collectives", [*args, "--ranks-per-node=1"])
+    names = sorted(n.split("/dtype:bf16")[1] for n in benchmarks(two))
+    assert names == ["", "/group:cross", "/group:node"], names
+    assert all(b["wrong"] == 0 for b in benchmarks(two).values())
+
+
 def test_without_the_baseline_there_is_no_ratio():
     data, _ = run_json(2, "zb_collectives", ["--ops=all_gather", "--min-bytes=4K", "--max-bytes=4K",
                                             "--no-bare", "--iters=2", "--warmup=0"])
