@@ -196,14 +196,20 @@ TEST(NcclTests, ParsedIntoKnownTimes) {
   EXPECT_NE(bad.message().find("give one of them"), std::string::npos) << bad.message();
 }
 
+// A sweep of one op between two nodes of one rank, alpha per ring step at 1 ns per byte.
+Sweep two_node_sweep(Coll op, double alpha) {
+  Sweep sweep;
+  EXPECT_TRUE(Sweep::from_series({series(op, 2, Tier::inter, "world", alpha, 1e-9)}, 2, 2, 0, &sweep));
+  return sweep;
+}
+
 TEST(RequiredLinkGbps, AStepSolvedByHand) {
   // Two nodes of one rank; one layer of 1 s forward and 2 s backward, then its all-reduce of
   // 1e9 bytes, which the update waits for whole. Exposed = T, step = 3 + T, with
   // T = 2 (N-1) alpha + 2 (N-1)/N x 1e9 x 8 / (G 1e9) = 2 alpha + 8 / G at N = 2. Exposed within
   // 5% of the step: T <= 0.05 (3 + T), T <= 3 / 19; with alpha = 10 ms, G = 8 / (3/19 - 0.02).
   const double alpha = 0.01;
-  Sweep sweep;
-  ASSERT_TRUE(Sweep::from_series({series(Coll::all_reduce, 2, Tier::inter, "world", alpha, 1e-9)}, 2, 2, 0, &sweep));
+  const Sweep sweep = two_node_sweep(Coll::all_reduce, alpha);
   const Tiers tiers = fit_tiers(sweep);
   RecordedStep step;
   ASSERT_TRUE(modelled_topology(2, 1, &step.topo));
@@ -223,8 +229,7 @@ TEST(RequiredLinkGbps, AStepSolvedByHand) {
   const StepPrediction p = replay(step, sweep, tiers, want, &missing);
   EXPECT_NEAR(p.exposed_s / p.step_s, 0.05, 1e-6);
   // A latency alone above the bar: no rate suffices.
-  Sweep slow;
-  ASSERT_TRUE(Sweep::from_series({series(Coll::all_reduce, 2, Tier::inter, "world", 1.0, 1e-9)}, 2, 2, 0, &slow));
+  const Sweep slow = two_node_sweep(Coll::all_reduce, 1.0);
   EXPECT_TRUE(std::isnan(step_required_link_gbps(step, slow, fit_tiers(slow), 0.05, &missing)));
   // One node: no link between nodes to ask about.
   RecordedStep one = step;
@@ -254,8 +259,7 @@ RecordedStep gather_step(double bytes, bool quantized, const KernelRates* kernel
 
 TEST(QuantizedBeatsBelow, AStepSolvedByHand) {
   const double alpha = 0.01;
-  Sweep sweep;
-  ASSERT_TRUE(Sweep::from_series({series(Coll::all_gather, 2, Tier::inter, "world", alpha, 1e-9)}, 2, 2, 0, &sweep));
+  const Sweep sweep = two_node_sweep(Coll::all_gather, alpha);
   const Tiers tiers = fit_tiers(sweep);
   KernelRates rates;
   rates.set("quantize", "int8", 1e7);
