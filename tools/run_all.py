@@ -67,6 +67,8 @@ def plan(table, o, launch_info, out, bin_dir):
             skip = f"{os.path.join(bin_dir, run.binary)} not built"
         elif run.launch == "wire" and wire_note:
             skip = wire_note
+        elif ranks < run.min_ranks:
+            skip = f"needs {run.min_ranks} ranks or more"
         planned.append(run_progress.Planned(run.label, run.family, count, (total - sum(each)) * k,
                                             [t * k for t in each], skip))
     if source:

@@ -37,6 +37,7 @@ class Run:
     traces: tuple
     needs: tuple
     optional: tuple               # ((file, args template), ...)
+    min_ranks: int                # skipped, and said so, below this many ranks
     args: dict = field(repr=False)  # size -> backend -> tuple of words, {out} still in them
 
     def argv(self, size, backend, out):
@@ -106,7 +107,7 @@ def _run(i, d, sizes, backends, shared):
     where = f"run #{i + 1}"
     _need(isinstance(d, dict), f"{where}: not a table")
     known = {"label", "family", "binary", "about", "json", "launch", "repetitions", "figures", "traces",
-             "needs", "optional", "args"}
+             "needs", "optional", "args", "min_ranks"}
     _need(not set(d) - known, f"{where}: unknown keys {sorted(set(d) - known)}")
     for key in ("label", "family", "binary", "about", "launch"):
         _need(isinstance(d.get(key), str) and d[key], f"{where}: '{key}' must be a non-empty string")
@@ -119,6 +120,9 @@ def _run(i, d, sizes, backends, shared):
     json = d.get("json", None)
     _need(json in ("", f"{label}.json"), f"{where}: json must be '{label}.json' or empty")
     _need(isinstance(d.get("repetitions", True), bool), f"{where}: repetitions must be true or false")
+    min_ranks = d.get("min_ranks", 1)
+    _need(isinstance(min_ranks, int) and not isinstance(min_ranks, bool) and min_ranks >= 1,
+          f"{where}: min_ranks must be a whole number of 1 or more")
     for key in ("figures", "traces", "needs"):
         _need(_strings(d.get(key, [])), f"{where}: '{key}' must be a list of names")
     optional = d.get("optional", {})
@@ -143,7 +147,8 @@ def _run(i, d, sizes, backends, shared):
     return Run(label=label, family=d["family"], binary=d["binary"], about=d["about"], json=json,
                launch=d["launch"], repetitions=d.get("repetitions", True),
                figures=tuple(d.get("figures", [])), traces=tuple(d.get("traces", [])),
-               needs=tuple(d.get("needs", [])), optional=tuple(optional.items()), args=table)
+               needs=tuple(d.get("needs", [])), optional=tuple(optional.items()), min_ranks=min_ranks,
+               args=table)
 
 
 def parse(doc):

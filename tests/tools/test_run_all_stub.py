@@ -135,6 +135,15 @@ def test_one_rank_skips_the_socket_runs(stubs, tmp_path):
     assert "(skips zero_wire, zero_quantized)" in r.stderr  # already in the plan
 
 
+def test_one_rank_skips_the_quantized_prediction_it_cannot_fit_links_for(stubs, tmp_path):
+    bin_dir, _, env = stubs
+    out = str(tmp_path / "out")
+    r = run_all([f"--bin={bin_dir}", "--no-figures", "--quick", "--np=1", f"--out={out}", "--only=predict"], env)
+    assert r.returncode == 0, r.stderr
+    assert "predict_quantized: skipped: needs 2 ranks or more" in r.stderr
+    assert "(skips predict_quantized)" in r.stderr
+
+
 def test_gpus_ask_the_binaries_for_the_backend(stubs, tmp_path):
     bin_dir, _, env = stubs
     out = str(tmp_path / "out")

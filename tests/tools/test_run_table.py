@@ -177,6 +177,7 @@ def broken(path, value):
     (("run", 4, "needs"), ["nothing.json"], "needs nothing.json"),
     (("run", 0, "args", "quick", "mpi"), "min-bytes=1K", "every word is a --flag"),
     (("run", 0, "colour"), "red", "unknown keys"),
+    (("run", 0, "min_ranks"), 0, "min_ranks must be a whole number of 1 or more"),
     (("repetitions", "default"), 0, "repetitions needs a whole number"),
     (("machine", "mpi", "link_Bps"), -1, "machine.mpi.link_Bps must be a number > 0"),
     (("run", 0, "binary"), "zb_nothing", "no cost model for binary zb_nothing"),
