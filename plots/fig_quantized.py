@@ -5,7 +5,7 @@ faster marked (predict_quantized.json: --link-gbps over several rates).
 Every number drawn is a counter the C++ wrote; the CSV beside the figure holds them.
 """
 
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import LogLocator, NullFormatter
 
 import gbjson
 import figstyle as fs
@@ -44,6 +44,7 @@ def crossing(runs, outdir):
     unit = fs.time_axis(ax.yaxis, ys)
     ax.set_xlabel("links between nodes (Gbit/s)")
     ax.set_ylabel(f"predicted step ({unit})")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 0.5, 1, 2, 5, 10
     ax.xaxis.set_major_formatter(fs.plain_formatter())
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.legend(fontsize=5, ncol=2)

@@ -244,6 +244,14 @@ def quantized(a, tmp):
         die(f"z3+qw:int8 is predicted faster {'nowhere' if cross != cross else 'everywhere'}: no crossing to measure")
     rates = [cross / a.bracket, cross * a.bracket]
     predicted = predict(rates, os.path.join(tmp, "q_predict.json"))
+    if a.out:
+        # The figure of the step against the link rate, crossing marked, from this cluster's sweep.
+        os.makedirs(a.out, exist_ok=True)
+        grid = os.path.join(a.out, "predict_quantized.json")
+        predict([cross * 2.0 ** (k / 2) for k in range(-4, 5)], grid)
+        subprocess.run([sys.executable, os.path.join(ROOT, "plots", "zbplot.py"), a.out], check=True,
+                       capture_output=True)
+        print(f"figure: {os.path.join(a.out, 'figures', 'quantized_crossing.png')}")
     print(f"sweep and kernels at {a.sweep_gbps} Gbit/s; z3+qw:int8 predicted faster than z3 below "
           f"{cross:.3g} Gbit/s; both measured at {a.bracket:g} times below and above it")
     print("| Gbit/s | z3 measured (ms) | predicted | z3+qw:int8 measured (ms) | predicted | faster measured "
@@ -280,6 +288,8 @@ def main(argv=None):
                    "(default 1)")
     p.add_argument("--bracket", type=float, default=2, help="quantized: how far below and above the predicted "
                    "crossing to measure, a factor above 1 (default 2)")
+    p.add_argument("--out", default="", help="quantized: also write predict_quantized.json over rates around the "
+                   "crossing to this folder and draw its quantized_crossing figure")
     p.add_argument("--bin", default=os.environ.get("ZB_BIN", os.path.join(ROOT, "build", "bin")),
                    help="the folder of zerobench's binaries (default $ZB_BIN, else build/bin)")
     a = p.parse_args(argv)
