@@ -11,6 +11,7 @@ import gbjson
 import figstyle as fs
 import stage_table
 
+
 def crossing(runs, outdir):
     """quantized_crossing: step_s_predicted against link_gbps (log axis), one line per
     configuration; a dotted mark in its colour where each quantized one starts to beat its

@@ -248,7 +248,8 @@ class Model:
         stages = len(f.items("stages", [""] * self.c["zb_zero"]["stages"]))
         mbs = len(f.items("microbatches", [""]))
         rates = len(f.items("link-gbps", [""]))
-        if not (f.has("quantize-weights") or f.has("quantize-grads") or "zpp" in f.items("stages", [])):
+        own = self.c["zb_zero"]["own_quantization"]
+        if not (f.has("quantize-weights") or f.has("quantize-grads") or set(f.items("stages", [])) & set(own)):
             return [(stages * mbs * rates, c["benchmark_s"])]
         return [(self.configurations(f) * rates, c["quantized_s"])]
 
