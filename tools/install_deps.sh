@@ -19,6 +19,10 @@ have git || missing+=(git)
 [[ -f /usr/include/gloo/config.h ]] || { have apt-cache && apt-cache show libgloo-dev >/dev/null 2>&1 \
   && missing+=(libgloo-dev); }
 have python3 || missing+=(python3 python3-pip)
+# ccache is optional, asked for only where root can install it: with it the two builds, the
+# bare build's test and A/B worktrees share compiled objects (CMakeLists.txt).
+have ccache || { [[ $(id -u) == 0 ]] && have apt-cache && apt-cache show ccache >/dev/null 2>&1 \
+  && missing+=(ccache); }
 
 if ((${#missing[@]})); then
   if [[ $(id -u) == 0 ]] && have apt-get; then
