@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
   if (s && !rates.empty() && topo.nodes < 2)
     s = zb::Status::error("--link-gbps sets the links between nodes, and the " + std::to_string(ranks) +
                           " ranks modelled are on one node: give --ranks-per-node below --ranks");
-  if (s && !rates.empty() && !tiers.inter.ok() && !tiers.intra.ok())
+  if (s && !rates.empty() && !tiers.can_price_inter())
     s = zb::Status::error("--link-gbps needs a sweep over more than one rank, to fit the links' latency to");
   bool any_quantized = false;
   for (zb::Stage st : ms.stages)
@@ -226,11 +226,10 @@ int main(int argc, char** argv) {
       for (const zb::Quantization& q : ms.quantizations(st)) {
         zb::PredictSetup config = setup;
         config.config.quant = q;
-        std::string label = zb::config_label(st, q), file_label = label;
-        std::replace(file_label.begin(), file_label.end(), ':', '_');
-        config.trace_path = zb::per_stage_path(opt.trace, file_label, count);
+        config.trace_path = zb::per_stage_path(opt.trace, zb::config_file_label(st, q), count);
         if (opt.explain) config.explain_trace = explain_traces.at(st);
-        add(config, zb::zero_benchmark_name(st, model, optimizer, grad_dtype, opt.compute, opt.overlap, q), label);
+        add(config, zb::zero_benchmark_name(st, model, optimizer, grad_dtype, opt.compute, opt.overlap, q),
+            zb::config_label(st, q));
       }
       continue;
     }

@@ -137,9 +137,7 @@ int main(int argc, char** argv) {
       const std::string stage = zb::config_label(st, q);
       const std::string tail = zb::model_segments(model, optimizer, grad_dtype);
       if (sweep_us.empty()) {
-        std::string file_label = stage;  // z3+qw:int8 -> z3+qw_int8
-        std::replace(file_label.begin(), file_label.end(), ':', '_');
-        setup.trace_path = zb::per_stage_path(opt.trace, file_label, configs);
+        setup.trace_path = zb::per_stage_path(opt.trace, zb::config_file_label(st, q), configs);
         driver.add(zb::zero_benchmark_name(st, model, optimizer, grad_dtype, opt.compute, opt.overlap, q),
                    [&, setup, stage](zb::Run& run) -> zb::Status {
                      zb::ZeroResult r;

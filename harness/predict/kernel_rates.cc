@@ -1,28 +1,10 @@
 // Reading the quantization kernels' rates from zb_optimizer results.
 #include "harness/predict/kernel_rates.h"
 
-#include <cmath>
-
 #include "harness/core/parse.h"
 #include "harness/predict/results.h"
 
 namespace zb {
-
-namespace {
-
-// "quantize/params:1048576/format:int8/block:4096/dtype:bf16/impl:cpu" -> its segments.
-std::map<std::string, std::string> segments(const std::string& name, std::string* head) {
-  std::map<std::string, std::string> out;
-  const std::vector<std::string> parts = split(name, '/');
-  *head = parts.empty() ? "" : parts[0];
-  for (size_t i = 1; i < parts.size(); ++i) {
-    const size_t colon = parts[i].find(':');
-    if (colon != std::string::npos) out[parts[i].substr(0, colon)] = parts[i].substr(colon + 1);
-  }
-  return out;
-}
-
-}  // namespace
 
 Status KernelRates::load(const std::string& path, KernelRates* out) {
   Results r;
@@ -34,7 +16,7 @@ Status KernelRates::load(const std::string& path, KernelRates* out) {
   std::map<std::pair<std::string, std::string>, Best> best;
   for (const auto& [name, counters] : r.benchmarks) {
     std::string kernel;
-    std::map<std::string, std::string> seg = segments(name, &kernel);
+    std::map<std::string, std::string> seg = name_segments(name, &kernel);
     if (kernel != "quantize" && kernel != "dequantize" && kernel != "reduce_requantize") continue;
     auto rate = counters.find("params_per_s");
     double params = 0, inputs = 1;

@@ -61,13 +61,13 @@ double quantize_seconds(const RecordedStep& step, Status* missing) {
 
 double step_required_link_gbps(const RecordedStep& step, const Sweep& sweep, const Tiers& tiers, double limit,
                                Status* missing) {
-  if (step.topo.nodes < 2 || !(tiers.inter.ok() || tiers.intra.ok())) return NAN;
+  if (step.topo.nodes < 2 || !tiers.can_price_inter()) return NAN;
   return required_link_gbps([&](double gbps) { return replay(step, sweep, tiers, gbps, missing); }, limit);
 }
 
 double quantized_beats_below_gbps(const RecordedStep& quantized, const RecordedStep& plain, const Sweep& sweep,
                                   const Tiers& tiers, Status* missing) {
-  if (quantized.topo.nodes < 2 || !(tiers.inter.ok() || tiers.intra.ok())) return NAN;
+  if (quantized.topo.nodes < 2 || !tiers.can_price_inter()) return NAN;
   return crossing_link_gbps([&](double gbps) {
     return replay(quantized, sweep, tiers, gbps, missing).step_s - replay(plain, sweep, tiers, gbps, missing).step_s;
   });

@@ -8,6 +8,8 @@
 #include <regex>
 #include <vector>
 
+#include "harness/core/parse.h"
+
 namespace zb {
 namespace {
 
@@ -35,6 +37,17 @@ std::map<std::string, double> counters(const nlohmann::json& b) {
 }
 
 }  // namespace
+
+std::map<std::string, std::string> name_segments(const std::string& name, std::string* head) {
+  std::map<std::string, std::string> out;
+  const std::vector<std::string> parts = split(name, '/');
+  *head = parts.empty() ? "" : parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const size_t colon = parts[i].find(':');
+    out[parts[i].substr(0, colon)] = colon == std::string::npos ? "" : parts[i].substr(colon + 1);
+  }
+  return out;
+}
 
 Status load_results(const std::string& path, const std::string& what, Results* out) {
   std::ifstream in(path);

@@ -22,4 +22,8 @@ struct Results {
 // `what` names the input in errors ("--sweep").
 Status load_results(const std::string& path, const std::string& what, Results* out);
 
+// A benchmark name's parts: the first ("all_reduce", "quantize") in `head`, then each
+// "key:value" segment after it ("bytes" -> "65536"; a segment without a colon maps to "").
+std::map<std::string, std::string> name_segments(const std::string& name, std::string* head);
+
 }  // namespace zb

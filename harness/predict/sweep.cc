@@ -56,18 +56,14 @@ Status load_zb_collectives(const std::string& path, std::vector<SweepSeries>* ou
   for (const auto& [name, summary] : results.benchmarks) {
     auto fast = results.fastest.find(name);  // absent where the file holds aggregates only
     const std::map<std::string, double>& counters = fast != results.fastest.end() ? fast->second : summary;
-    std::vector<std::string> parts = split(name, '/');
+    std::string head;
+    std::map<std::string, std::string> seg = name_segments(name, &head);
     Coll op;
-    if (parts.empty() || !parse_coll(parts[0], &op) || !counters.count("real_time_s")) continue;
+    if (!parse_coll(head, &op) || !counters.count("real_time_s")) continue;
     uint64_t bytes = 0;
-    std::string dtype = "bf16", group = "world";
-    for (size_t i = 1; i < parts.size(); ++i) {
-      size_t colon = parts[i].find(':');
-      std::string key = parts[i].substr(0, colon), value = colon == std::string::npos ? "" : parts[i].substr(colon + 1);
-      if (key == "bytes") parse_bytes(value, &bytes);
-      else if (key == "dtype") dtype = value;
-      else if (key == "group") group = value;
-    }
+    if (seg.count("bytes")) parse_bytes(seg["bytes"], &bytes);
+    const std::string dtype = seg.count("dtype") ? seg["dtype"] : "bf16";
+    const std::string group = seg.count("group") ? seg["group"] : "world";
     if (bytes == 0) continue;
     const auto key = std::make_tuple(int(op), dtype, group);
     SweepSeries& s = by_key[key];

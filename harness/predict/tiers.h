@@ -47,6 +47,9 @@ Status fit_link(const std::vector<TierPoint>& points, LinkFit* out);
 
 struct Tiers {
   LinkFit intra, inter;  // not ok() where the sweep has no series of that tier
+  // Whether links between nodes can be priced at a given rate: from their own fit, or where the
+  // sweep ran on one node from its link's latency.
+  bool can_price_inter() const { return inter.ok() || intra.ok(); }
 };
 // Each tier from every series of the sweep in it.
 Tiers fit_tiers(const Sweep& sweep);

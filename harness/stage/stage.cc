@@ -1,6 +1,8 @@
 // The stage table: each stage's sharding rule, in one place.
 #include "harness/stage/stage.h"
 
+#include <algorithm>
+
 namespace zb {
 namespace {
 
@@ -118,6 +120,12 @@ std::string config_label(Stage stage, const Quantization& requested) {
   if (q.weights != WeightQuant::none) out += std::string("+qw:") + weight_quant_name(q.weights);
   if (q.grads != GradQuant::none) out += std::string("+qg:") + grad_quant_name(q.grads);
   return out;
+}
+
+std::string config_file_label(Stage stage, const Quantization& requested) {
+  std::string label = config_label(stage, requested);
+  std::replace(label.begin(), label.end(), ':', '_');
+  return label;
 }
 
 const std::vector<std::string>& stage_names() {

@@ -120,5 +120,7 @@ Stage unquantized_stage(Stage stage);
 // A configuration's name: the stage, and what it quantizes beyond its own row ("z3",
 // "z3+qw:int8", "z2+qg:int4", "zpp").
 std::string config_label(Stage stage, const Quantization& requested);
+// The same as a file name's part ("z3+qw_int8"): a trace per configuration.
+std::string config_file_label(Stage stage, const Quantization& requested);
 
 }  // namespace zb

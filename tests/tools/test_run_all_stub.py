@@ -126,22 +126,18 @@ def test_a_failed_run_is_reported_and_its_dependants_skipped(stubs, tmp_path):
     assert manifest(out)["families"]["collectives"]["complete"] is False
 
 
-def test_one_rank_skips_the_socket_runs(stubs, tmp_path):
+@pytest.mark.parametrize("family,said,skips", [
+    ("zero", "zero_wire: skipped: one rank moves nothing over a wire", "(skips zero_wire, zero_quantized)"),
+    # The quantized prediction fits its links from collectives over more than one rank.
+    ("predict", "predict_quantized: skipped: needs 2 ranks or more", "(skips predict_quantized)"),
+])
+def test_one_rank_skips_what_needs_more(stubs, tmp_path, family, said, skips):
     bin_dir, _, env = stubs
     out = str(tmp_path / "out")
-    r = run_all([f"--bin={bin_dir}", "--no-figures", "--quick", "--np=1", f"--out={out}", "--only=zero"], env)
+    r = run_all([f"--bin={bin_dir}", "--no-figures", "--quick", "--np=1", f"--out={out}", f"--only={family}"], env)
     assert r.returncode == 0, r.stderr
-    assert "zero_wire: skipped: one rank moves nothing over a wire" in r.stderr
-    assert "(skips zero_wire, zero_quantized)" in r.stderr  # already in the plan
-
-
-def test_one_rank_skips_the_quantized_prediction_it_cannot_fit_links_for(stubs, tmp_path):
-    bin_dir, _, env = stubs
-    out = str(tmp_path / "out")
-    r = run_all([f"--bin={bin_dir}", "--no-figures", "--quick", "--np=1", f"--out={out}", "--only=predict"], env)
-    assert r.returncode == 0, r.stderr
-    assert "predict_quantized: skipped: needs 2 ranks or more" in r.stderr
-    assert "(skips predict_quantized)" in r.stderr
+    assert said in r.stderr
+    assert skips in r.stderr  # already in the plan
 
 
 def test_gpus_ask_the_binaries_for_the_backend(stubs, tmp_path):

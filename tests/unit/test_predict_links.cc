@@ -203,6 +203,16 @@ Sweep two_node_sweep(Coll op, double alpha) {
   return sweep;
 }
 
+// A step begun on two nodes of one rank, each layer's forward 1 s (backward 2 s) of compute.
+RecordedStep two_node_step() {
+  RecordedStep step;
+  EXPECT_TRUE(modelled_topology(2, 1, &step.topo));
+  step.compute.kind = ComputeSpec::Kind::sleep;
+  step.compute.seconds = 1;
+  step.log.step();
+  return step;
+}
+
 TEST(RequiredLinkGbps, AStepSolvedByHand) {
   // Two nodes of one rank; one layer of 1 s forward and 2 s backward, then its all-reduce of
   // 1e9 bytes, which the update waits for whole. Exposed = T, step = 3 + T, with
@@ -211,11 +221,7 @@ TEST(RequiredLinkGbps, AStepSolvedByHand) {
   const double alpha = 0.01;
   const Sweep sweep = two_node_sweep(Coll::all_reduce, alpha);
   const Tiers tiers = fit_tiers(sweep);
-  RecordedStep step;
-  ASSERT_TRUE(modelled_topology(2, 1, &step.topo));
-  step.compute.kind = ComputeSpec::Kind::sleep;
-  step.compute.seconds = 1;
-  step.log.step();
+  RecordedStep step = two_node_step();
   step.log.compute("forward", 0);
   step.log.compute("backward", 0);
   step.log.issue(1, rec(Coll::all_reduce, 1000000000, Group::world, 2));
@@ -243,12 +249,8 @@ TEST(RequiredLinkGbps, AStepSolvedByHand) {
 // T(B) = alpha + (N-1)/N x B x 8 / (G 1e9), so the plain step is 1 + alpha + 4 / G and the
 // quantized one 1.2 + alpha + 2 / G: it is faster below G = 2 / 0.2 = 10 Gbit/s.
 RecordedStep gather_step(double bytes, bool quantized, const KernelRates* kernels) {
-  RecordedStep step;
-  EXPECT_TRUE(modelled_topology(2, 1, &step.topo));
-  step.compute.kind = ComputeSpec::Kind::sleep;
-  step.compute.seconds = 1;
+  RecordedStep step = two_node_step();
   step.kernels = kernels;
-  step.log.step();
   step.log.compute("forward", 0);
   if (quantized) step.log.kernel("quantize", 0, "int8", 1e6);
   step.log.issue(1, rec(Coll::all_gather, uint64_t(bytes), Group::world, 2));
