@@ -1,5 +1,6 @@
 """tools/cluster.sh at 2 nodes x 2 ranks: zb_zero's every stage bit for bit, its inter-node
-bytes measured at the nodes' links within 2% of the rings' accounting (and the same-node bytes at
+bytes measured at the nodes' links within 2% of the rings' accounting, plus whatever TCP resent
+(and the same-node bytes at
 the nodes' loopbacks), the quantized gathers and zpp likewise, zb_collectives' flat and
 hierarchical all-reduce likewise, also launched from the environment with the gloo backend
 (run --env); the cluster leaves nothing behind, on a normal exit and when its job is stopped
@@ -58,10 +59,33 @@ def up():
     assert leftovers(NAME) == []
 
 
+def retransmitted_bytes(name):
+    """At most how many bytes TCP has sent again from the nodes of cluster `name` so far: the
+    segments its counters say it retransmitted, each at most a full link frame. On this 2-core
+    machine under load the links reorder packets (the nodes receive duplicate SACKs), TCP
+    resends a segment it need not have, and the link's counter counts it again."""
+    total = 0
+    for i in (0, 1):
+        ns = f"zbc-{name}-n{i}"
+        snmp = subprocess.run(["ip", "netns", "exec", ns, "cat", "/proc/net/snmp"],
+                              capture_output=True, text=True, check=True).stdout.splitlines()
+        head, values = [line.split() for line in snmp if line.startswith("Tcp:")][:2]
+        mtu = subprocess.run(["ip", "netns", "exec", ns, "cat", "/sys/class/net/uplink/mtu"],
+                             capture_output=True, text=True, check=True).stdout
+        total += int(values[head.index("RetransSegs")]) * int(mtu)
+    return total
+
+
 def run_json(name, mca, program, args, tmp_path):
+    """The job's benchmarks by name, its process, and `resent`: the most bytes per timed
+    iteration that TCP's retransmissions during the job can have added to a node link's
+    counter (0 when there were none, as on an idle machine)."""
     path = tmp_path / f"{program}.json"
+    before = retransmitted_bytes(name)
     r = cluster("run", f"--name={name}", *mca, "--", os.path.join(BIN, program), *args, f"--json={path}")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    iters = next(int(a.split("=")[1]) for a in args if a.startswith("--iters="))
+    r.resent = (retransmitted_bytes(name) - before) / iters
     return benchmarks(json.loads(path.read_text())), r
 
 
@@ -78,8 +102,9 @@ def test_zero_every_stage_across_two_nodes(up, tmp_path):
         assert b["volume_psi_inter_accounted"] == pytest.approx(inter, rel=1e-12), stage
         assert b["inter_node_bytes_accounted"] == pytest.approx(inter_bytes, rel=1e-12), stage
         # The node link's transmit counter: the payload plus TCP/IP headers and the fences'
-        # own few hundred bytes, so a little above the accounting, never below.
-        assert inter_bytes <= b["inter_node_bytes_measured"] <= 1.02 * inter_bytes, (stage, r.stdout)
+        # own few hundred bytes, so a little above the accounting, never below (and what TCP
+        # resent, which it counts again).
+        assert inter_bytes <= b["inter_node_bytes_measured"] <= 1.02 * inter_bytes + r.resent, (stage, r.stdout)
         # Over the tcp BTL a node's ranks talk through its loopback, which counts them too.
         assert intra_bytes <= b["intra_node_bytes_measured"] <= 1.02 * intra_bytes, (stage, r.stdout)
     assert "the node link's counter" in r.stdout
@@ -103,7 +128,7 @@ def test_quantized_configurations_across_two_nodes(up, tmp_path):
         b = got[name]
         assert b["wrong"] == 0, (name, r.stdout)
         assert b["inter_node_bytes_accounted"] == pytest.approx(bytes_, rel=1e-12), name
-        assert bytes_ <= b["inter_node_bytes_measured"] <= 1.02 * bytes_, (name, r.stdout)
+        assert bytes_ <= b["inter_node_bytes_measured"] <= 1.02 * bytes_ + r.resent, (name, r.stdout)
 
 
 def test_collectives_flat_and_hierarchical_across_two_nodes(up, tmp_path):
@@ -115,7 +140,7 @@ def test_collectives_flat_and_hierarchical_across_two_nodes(up, tmp_path):
     for b, want in ((flat, 1.5 * size), (hier, 1.0 * size)):
         assert b["wrong"] == 0, r.stdout
         assert b["inter_node_bytes_formula"] == pytest.approx(want, rel=1e-12)
-        assert want <= b["inter_node_bytes_measured"] <= 1.02 * want, r.stdout
+        assert want <= b["inter_node_bytes_measured"] <= 1.02 * want + r.resent, r.stdout
 
 
 def test_an_environment_launch_with_gloo_across_two_nodes(up, tmp_path):
@@ -134,7 +159,7 @@ def test_an_environment_launch_with_gloo_across_two_nodes(up, tmp_path):
     for b, want in ((flat, 1.5 * size), (hier, 1.0 * size)):
         assert b["wrong"] == 0 and (b["nodes"], b["ranks_per_node"]) == (2, 2), r.stdout
         assert b["inter_node_bytes_formula"] == pytest.approx(want, rel=1e-12)
-        assert want <= b["inter_node_bytes_measured"] <= 1.01 * want, r.stdout
+        assert want <= b["inter_node_bytes_measured"] <= 1.01 * want + r.resent, (r.resent, r.stdout)
     assert "backend gloo" in r.stdout
 
 
