@@ -1,9 +1,9 @@
-"""tools/cluster.sh at 2 nodes x 2 ranks: zb_zero's every stage bit for bit, its inter-node
-bytes measured at the nodes' links within 2% of the rings' accounting, plus whatever TCP resent
-(and the same-node bytes at the nodes' loopbacks), the quantized gathers and zpp likewise, zb_collectives' flat and
-hierarchical all-reduce likewise, also launched from the environment with the gloo backend
-(run --env); the cluster leaves nothing behind, on a normal exit and when its job is stopped
-by a signal.
+"""tools/cluster.sh at 2 nodes x 2 ranks: zb_zero's every stage bit for bit, its inter-node bytes
+measured at the nodes' links within 2% of the rings' accounting, plus whatever TCP resent (and
+the same-node bytes at the nodes' loopbacks), the quantized gathers and zpp likewise,
+zb_collectives' flat and hierarchical all-reduce likewise, also launched from the environment
+with the gloo backend (run --env); the cluster leaves nothing behind, on a normal exit and when
+its job is stopped by a signal.
 
 Needs root and network namespaces; skipped with the reason where they are missing."""
 
