@@ -32,7 +32,8 @@ options:
 
 Writes DIR/options.json (these options, for --tally), DIR/<kind>_<NN>/ (ab.sh's folder and
 ab.log), DIR/trials.csv (a line per trial, with its wall time: the CI form's, builds included)
-and DIR/trials.md (the counts with their 95% Wilson intervals); prints trials.md. Exit 0 when
+and DIR/trials.md (the counts with their 95% Wilson intervals, and the same rates over 10,000
+trials resampled from the finished trials' own pairs); prints trials.md. Exit 0 when
 the trials ran (whatever the counts), 2 on bad options or a DIR that --tally cannot read.
 """
 
@@ -45,11 +46,13 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "plots", "ab"), os.path.join(ROOT, "plots")]
 import ab  # noqa: E402
 import gbjson  # noqa: E402
-from ab_gate import judge  # noqa: E402
+from ab_gate import judge, regressed  # noqa: E402
 from ab_rows import load, rows as ab_rows  # noqa: E402
 from ab_stats import FAILING  # noqa: E402
 
@@ -109,10 +112,15 @@ def wilson(k, n, z=1.959964):
     return max(0.0, mid - half), min(1.0, mid + half)
 
 
+def gate_args(folder, ab_args):
+    """ab.py's options (threshold, error, ...) among ab_args, as ab.py reads them for folder."""
+    return ab.parse_args([folder, "--no-figures"] + [a for a in ab_args if a.startswith(AB_OPTS)])
+
+
 def judged(folder, ab_args):
     """(rows, whether the gate fails) of a finished trial, judged as ab.py judges a folder with
     the ab.py options among ab_args."""
-    args = ab.parse_args([folder, "--no-figures"] + [a for a in ab_args if a.startswith(AB_OPTS)])
+    args = gate_args(folder, ab_args)
     names, sides = load(folder)
     rows = ab_rows(names, sides, args.threshold, args.confidence, args.tolerances)
     gate = judge(rows, len(names), args.threshold, args.error)
@@ -145,6 +153,88 @@ def tally(kind, rows, bad, failed_runs, o):
                       for r in rows)
     return (bool(coll) and clean if tried_coll else NOT_TRIED,
             bool(stage) and clean if tried_stage else NOT_TRIED, "; ".join(why))
+
+
+# Resampled trials: how many, and the seed, so that the same folder always gives the same rates.
+RESAMPLES = 10000
+SEED = 20261202
+
+
+def pooled(folders, ab_args):
+    """(keys, pairs per trial, matrix) of finished trials' gated timings: keys (file,
+    benchmark, metric) measured in every one of the folders, and their per-pair log worsening
+    side by side, a row per key and a column per pair of any trial."""
+    per_trial, n_pairs = [], []
+    for folder in folders:
+        names, sides = load(folder)
+        args = gate_args(folder, ab_args)
+        rows = ab_rows(names, sides, args.threshold, args.confidence, args.tolerances)
+        per_trial.append({(r.file, r.benchmark, r.metric): r.worse for r in rows if r.gated})
+        n_pairs.append(len(names))
+    keys = sorted(set.intersection(*(set(t) for t in per_trial))) if per_trial else []
+    x = np.array([[w for t in per_trial for w in t[k]] for k in keys], dtype=float)
+    return keys, n_pairs, x
+
+
+def plant_masks(keys, op, stage):
+    """Which keys (file, benchmark, metric) a planted slower `op` and a planted slower `stage`
+    step move: the op's gated timings, the stage's step_s."""
+    is_op = np.array([b.startswith(op + "/") for _, b, _ in keys], dtype=bool)
+    is_stage = np.array([m == "step_s" and b.startswith(f"zero/stage:{stage}/") for _, b, m in keys],
+                        dtype=bool)
+    return is_op, is_stage
+
+
+def resample(keys, x, n_pairs, threshold, error, op, stage, draws=RESAMPLES, seed=SEED):
+    """Shares of `draws` trials of n_pairs pairs each, drawn with replacement from the pooled
+    pairs x (a row per key): (no gated timing failed, `op` caught and nothing else, `stage`'s
+    step caught and nothing else), judged by the gate's own code (ab_gate.regressed). A pair
+    keeps every metric it measured together, so what the metrics share in a run stays shared."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, x.shape[1], size=(draws, n_pairs))
+    flagged = regressed(np.transpose(x[:, picks], (1, 0, 2)), threshold, error)  # draws x keys
+    is_op, is_stage = plant_masks(keys, op, stage)
+    other = flagged[:, ~(is_op | is_stage)].any(axis=1)
+    return (float(np.mean(~flagged.any(axis=1))),
+            float(np.mean(flagged[:, is_op].any(axis=1) & ~other)) if is_op.any() else math.nan,
+            float(np.mean(flagged[:, is_stage].any(axis=1) & ~other)) if is_stage.any() else math.nan)
+
+
+def resampled_lines(lines, o):
+    """trials.md's paragraph on trials resampled from the finished trials' own pairs."""
+    out = []
+    for kind in o["kinds"]:
+        folders = [os.path.join(o["out"], f"{x['kind']}_{x['trial']:02d}") for x in lines
+                   if x["kind"] == kind and x["ok"] != ""]
+        if not folders:
+            continue
+        keys, n_pairs, x = pooled(folders, o["ab"])
+        if not keys:
+            continue
+        n = sorted(n_pairs)[len(n_pairs) // 2]
+        # What the code does not change changes nothing: each such timing's pool is moved so
+        # that its median pair is no change, keeping its spread, its wild pairs and what the
+        # timings share (its mean would be pulled by a wild pair and leave the typical pairs
+        # off zero). In planted trials the plants' own timings keep their pairs as measured.
+        still = np.ones(len(keys), dtype=bool)
+        if kind == "planted":
+            still = ~np.logical_or(*plant_masks(keys, o["op"], o["stage"]))
+        x = np.where(still[:, None], x - np.nanmedian(x, axis=1, keepdims=True), x)
+        args = gate_args(folders[0], o["ab"])
+        clean, op, stage = resample(keys, x, n, args.threshold, args.error, o["op"], o["stage"])
+        where = (f"{RESAMPLES:,} trials of {n} pairs drawn with replacement from the {x.shape[1]} "
+                 f"{'A/A' if kind == 'aa' else 'planted'} pairs of {len(folders)} trials")
+        if kind == "aa":
+            out.append(f"- {where}, each timing's median pair made no change: no gated timing "
+                       f"failed in {clean:.1%} of them.")
+        else:
+            out.append(f"- {where}, the other timings' median pair made no change: {o['op']} "
+                       f"caught and nothing else in {op:.1%}, {o['stage']} step caught and "
+                       f"nothing else in {stage:.1%}.")
+    if out:
+        out = ["Resampled (the gated timings only: exact metrics and lost benchmarks are the real "
+               "trials' to count):", ""] + out
+    return out
 
 
 def _cell(v):
@@ -204,6 +294,9 @@ def report(lines, o):
     out += ["", "A count shows a rate of at least 95% (19 in 20) only when its interval's lower "
             "end reaches 0.95, which takes 73 of 73; a lower end below it asks for more trials, "
             "while an upper end below 0.95 shows the rate is short of it."]
+    resampled = resampled_lines(lines, o)
+    if resampled:
+        out += [""] + resampled
     times = sorted(x["seconds"] for x in lines)
     if times:
         out += ["", f"Wall time per trial (the CI form, builds included): {times[0]} to "

@@ -7,6 +7,7 @@ import math
 import os
 import sys
 
+import numpy as np
 import pytest
 
 from results_fixture import ROOT
@@ -107,3 +108,59 @@ def test_tally_of_an_unreadable_folder_exits_2(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         ab_trials.main([f"--tally={tmp_path}"])
     assert e.value.code == 2 and capsys.readouterr().err.startswith("ab_trials: --tally: cannot read")
+
+
+def _keys_and_noise(shifts, pairs=40, spread=0.03, seed=5):
+    """Gated keys of a crafted pool: every all_reduce and step_s of dp and z2, each a row of
+    `pairs` normal log worsenings of this spread, moved by shifts[key index]."""
+    keys = [("collectives.json", "all_reduce/bytes:65536/dtype:bf16", "busbw_GBps"),
+            ("zero.json", "zero/stage:dp/params:2000000", "step_s"),
+            ("zero.json", "zero/stage:z2/params:2000000", "step_s"),
+            ("zero.json", "zero/stage:z2/params:2000000", "comm_s")]
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0, spread, size=(len(keys), pairs)) + np.array(shifts)[:, None]
+    return keys, x
+
+
+def test_resampled_plants_are_caught_only_when_nothing_else_moved():
+    ten = math.log(1.1)
+    # all_reduce and z2's step 10% worse with a 3% spread: caught in practically every draw.
+    keys, x = _keys_and_noise([ten, 0, ten, 0])
+    clean, op, stage = ab_trials.resample(keys, x, 10, 0.1, 0.05, "all_reduce", "z2", draws=2000)
+    assert op > 0.99 and stage > 0.99 and clean < 0.01
+    # dp's step also 10% worse: nothing counts as caught, since something else failed.
+    keys, x = _keys_and_noise([ten, ten, ten, 0])
+    _, op, stage = ab_trials.resample(keys, x, 10, 0.1, 0.05, "all_reduce", "z2", draws=2000)
+    assert op < 0.01 and stage < 0.01
+    # No shift at all: the gate passes in at least its 95%, and catches nothing.
+    keys, x = _keys_and_noise([0, 0, 0, 0])
+    clean, op, stage = ab_trials.resample(keys, x, 10, 0.1, 0.05, "all_reduce", "z2", draws=2000)
+    assert clean >= 0.95 and op < 0.05 and stage < 0.05
+
+
+def test_tally_resamples_each_kind_from_its_own_trials(tmp_path, capsys):
+    # Two A/A trials, one whose B ran every all_reduce 8% slower (its pairs off no change: the
+    # real count fails it, the resampled pool is moved back), and two planted trials whose
+    # all_reduce is 20% slower and z3 step 12% slower.
+    a_bit = lambda i: collectives(i, {"all_reduce": 1.08})  # noqa: E731
+    slow_ar = lambda i: collectives(i, {"all_reduce": 1.2})  # noqa: E731
+    lines = [trial(tmp_path, "aa", 1, 0, b_collectives=a_bit), trial(tmp_path, "aa", 2, 0),
+             trial(tmp_path, "planted", 1, 1, b_collectives=slow_ar,
+                   b_zero=lambda i: zero(i, slow={"z3": 1.12})),
+             trial(tmp_path, "planted", 2, 1, b_collectives=slow_ar,
+                   b_zero=lambda i: zero(i, slow={"z3": 1.12}))]
+    options = {"trials": 2, "kinds": ["aa", "planted"], "fraction": 0.1, "op": "all_reduce",
+               "stage": "z3", "ab": ["--pairs=7", "HEAD", "HEAD", "--", "--quick"]}
+    (tmp_path / "options.json").write_text(json.dumps(options), encoding="utf-8")
+    with open(tmp_path / "trials.csv", "w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=ab_trials.FIELDS)
+        w.writeheader()
+        w.writerows(lines)
+    assert ab_trials.main([f"--tally={tmp_path}"]) == 0
+    text = capsys.readouterr().out
+    assert "| A/A runs that passed | 1 | 2 | 0.09 to 0.91 |" in text
+    assert ("- 10,000 trials of 7 pairs drawn with replacement from the 14 A/A pairs of 2 trials, "
+            "each timing's median pair made no change: no gated timing failed in 100.0% of them.") in text
+    assert ("- 10,000 trials of 7 pairs drawn with replacement from the 14 planted pairs of 2 "
+            "trials, the other timings' median pair made no change: all_reduce caught and nothing "
+            "else in 100.0%, z3 step caught and nothing else in 100.0%.") in text
