@@ -1,7 +1,9 @@
 // The zb_collectives benchmark body: buffers, the timed loops against the bare call, the check.
 #include "bench/collectives_bench.h"
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "harness/comm/node_traffic.h"
 #include "harness/core/stats.h"
@@ -172,9 +174,10 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   };
   Timing a1, b1, b2, a2;
   // The log starts empty for each benchmark, with room for all it will log (ours three times,
-  // a fourth with --serial, and the check), so the timed loop only appends.
+  // a fourth with --serial, a fifth idled, and the check), so the timed loop only appends.
   comm.traffic().clear();
-  comm.traffic().reserve(size_t(s.hier ? 3 : 1) * size_t((setup.serial ? 4 : 3) * (driver.warmup() + driver.iterations()) + 1));
+  const int passes = 3 + int(setup.serial) + int(setup.serial && setup.serial_idle_s > 0);
+  comm.traffic().reserve(size_t(s.hier ? 3 : 1) * size_t(passes * (driver.warmup() + driver.iterations()) + 1));
   // Against the bare call, one untimed run first: the first run timed at a new size was the
   // slow one here (median 1.023x the bare runs, against 1.012x for the last; 1.007x once a run
   // went before it: 150 runs, 4 KiB to 1 MiB, 2 ranks), which ours, bare, bare, ours would
@@ -200,6 +203,18 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
     Timing serial;
     ZB_RETURN_IF_ERROR(run.batch(once, [] { return Status::ok(); }, &serial));
     out->serial_s = serial.mean_s;
+  }
+  if (setup.serial && setup.serial_idle_s > 0) {
+    // Each rank idles alike, from a barrier, so what the median adds to serial_s is waking
+    // up: this rank's communication thread, the peers' late by their own wake-up.
+    auto idle = [&]() -> Status {
+      ZB_RETURN_IF_ERROR(comm.barrier());
+      std::this_thread::sleep_for(std::chrono::duration<double>(setup.serial_idle_s));
+      return Status::ok();
+    };
+    std::vector<Timing> idled;
+    ZB_RETURN_IF_ERROR(run.interleaved({{idle, once, nullptr}}, &idled));
+    out->serial_idle_s = idled[0].median_s;
   }
   Timing t = a1;
   t.times.clear();
@@ -251,6 +266,7 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   // moves a ratio of two runs here, the noise overhead_ratio is to be read against.
   run.counter("bare_repeat_ratio", setup.bare ? b2.mean_s / b1.mean_s : NAN);
   if (setup.serial) run.counter("serial_s", out->serial_s);
+  if (setup.serial && setup.serial_idle_s > 0) run.counter("serial_idle_s", out->serial_idle_s);
   if (!setup.batch) {
     run.counter("p50_s", quantile_of(a1, a2, 0.5));
     run.counter("p99_s", quantile_of(a1, a2, 0.99));

@@ -39,11 +39,15 @@ struct CollSetup {
   // once (serial_s): what a step that waits for each collective pays per collective, the
   // hand-off to the waiter included, without the rank skew per-iteration maxima add up.
   bool serial = false;
+  // With serial: each of those collectives issued after this long idle (every rank leaves a
+  // barrier, then sleeps), as after a layer's compute, and timed alone: what it costs once
+  // the communication thread and the cores have gone idle (serial_idle_s). 0: not timed.
+  double serial_idle_s = 0;
 };
 
 struct CollResult {
   uint64_t bytes = 0, count = 0;  // the full buffer as run (padded)
-  double time_s = 0, bare_s = NAN, serial_s = NAN, algbw = 0, busbw = 0, wrong = 0;
+  double time_s = 0, bare_s = NAN, serial_s = NAN, serial_idle_s = NAN, algbw = 0, busbw = 0, wrong = 0;
   double wire_formula = 0, wire_measured = NAN;
   // Per iteration, the busiest node: bytes to other nodes (and among its ranks) by the ring
   // formula of the op, and as its counters saw them (NaN where no launcher names them).

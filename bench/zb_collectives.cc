@@ -17,6 +17,7 @@ struct Options {
   double step_factor = 2;
   zb::DType dtype = zb::DType::bf16;
   bool batch = true, check = true, bare = true, serial = false, node_groups = false;
+  double serial_idle_us = 0;
   zb::Progress progress = zb::Progress::caller;
   std::vector<zb::Group> groups{zb::Group::world};
 };
@@ -73,6 +74,10 @@ int main(int argc, char** argv) {
   f.add_bool("serial", &opt.serial, "also time each collective completed before the next is issued, the "
              "whole timed once (serial_s): what a step waiting for each one pays, hand-off included; "
              "zb_predict prices a wait that blocks from it");
+  f.add_double("serial-idle-us", &opt.serial_idle_us, "with --serial, also time each collective issued after "
+               "this many microseconds idle, as after a layer's compute (serial_idle_s, the median): what waking "
+               "the communication thread and the cores adds; zb_predict charges it to a collective issued to "
+               "an idle stream (default 0: not timed)", 0, 1e6);
   f.add_list("groups", &opt.groups, "the ranks each collective runs over: world, node (each node's ranks) or "
              "cross (the ranks at one place on every node); names gain /group:G beyond world",
              zb::Choices<zb::Group>{{"world", zb::Group::world}, {"node", zb::Group::node}, {"cross", zb::Group::cross}});
@@ -83,6 +88,9 @@ int main(int argc, char** argv) {
   if (opt.min_bytes > opt.max_bytes)
     return driver.bad_flag(zb::Status::error("--min-bytes (" + std::to_string(opt.min_bytes) +
                                              ") is larger than --max-bytes (" + std::to_string(opt.max_bytes) + ")"));
+  if (opt.serial_idle_us > 0 && !opt.serial)
+    return driver.bad_flag(zb::Status::error("--serial-idle-us times the --serial collectives after idling; "
+                                             "add --serial"));
   code = driver.start();
   if (code >= 0) return code;
 
@@ -107,7 +115,7 @@ int main(int argc, char** argv) {
       if (op.hier && group != zb::Group::world) continue;  // it picks its own groups
       for (uint64_t bytes : zb::size_sweep(opt.min_bytes, opt.max_bytes, opt.step_factor)) {
         zb::CollSetup setup{op.op, op.hier, group, opt.dtype, bytes, opt.batch, opt.bare, opt.check, measurable,
-                            opt.serial};
+                            opt.serial, opt.serial_idle_us * 1e-6};
         const int pad_ranks = op.hier ? comm.group_size(zb::Group::node) : comm.group_size(group);
         const uint64_t full_bytes =
             zb::padded_count(op.op, opt.dtype, bytes, pad_ranks, op.hier) * zb::dtype_size(opt.dtype);

@@ -15,7 +15,9 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
     const SweepSeries* s = sweep_.find(c.op, c.dtype, ranks, tier, group_name(c.group));
     if (s) {
       const CollModel::Prediction p = s->model.predict(double(c.bytes()));
-      return CollCost{p.seconds, handoff, p.extrapolated};
+      CollCost out{p.seconds, handoff, p.extrapolated};
+      out.wake_s = sweep_.wake_s(c.op), out.wake_after_s = sweep_.wake_after_s(c.op);
+      return out;
     }
   }
   if (ranks < 2) return CollCost{0, 0, false};  // one rank, unswept: nothing crosses a link
@@ -38,6 +40,7 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
   out.seconds = mixed ? mixed_ring_seconds(c.op, ranks, bytes, tiers_.intra, inter)
                       : ring_seconds(c.op, ranks, bytes, link);
   out.handoff_s = handoff;
+  out.wake_s = sweep_.wake_s(c.op), out.wake_after_s = sweep_.wake_after_s(c.op);
   out.modelled = true;
   return out;
 }

@@ -48,6 +48,7 @@ StepPrediction simulate(const std::vector<ScheduleOp>& ops,
         // Issued where the host reached it: after the compute before it (the host is the
         // engine on CPUs; on GPUs the collective waits for that compute on its stream).
         double start = std::max(comm_free, compute_clock);
+        if (c.wake_s > 0 && compute_clock - comm_free >= c.wake_after_s) start += c.wake_s;
         comm_free = start + c.seconds;
         done[op.seq] = {comm_free, c.handoff_s};
         span(collective_label(op.coll), Track::comm, start, comm_free,

@@ -32,6 +32,9 @@ struct CollCost {
   double seconds = 0, handoff_s = 0;
   bool extrapolated = false;
   bool modelled = false;  // from a tier's fitted link (tiers.h), not read off the sweep
+  // Issued to a stream idle for at least wake_after_s, it starts wake_s late: the
+  // communication thread and the cores woken (a sweep's serial_idle_s less serial_s; 0: none).
+  double wake_s = 0, wake_after_s = 0;
 };
 
 // One op of the last step as the replay placed it, seconds from the step's start: compute from

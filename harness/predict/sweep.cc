@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <vector>
@@ -49,7 +50,10 @@ Status load_zb_collectives(const std::string& path, std::vector<SweepSeries>* ou
   *description = "zb_collectives " + std::string(cmd.find("--timing=per-iter") != std::string::npos ? "per-iter" : "batch") +
                  ", progress " + (cmd.find("--progress=thread") != std::string::npos ? "thread" : "caller");
   std::map<std::tuple<int, std::string, std::string>, SweepSeries> by_key;
-  std::map<std::tuple<int, std::string, std::string>, std::vector<double>> handoffs;  // per size
+  std::map<std::tuple<int, std::string, std::string>, std::vector<double>> handoffs, wakes;  // per size
+  double idle_us = 0;  // what --serial-idle-us said
+  const size_t at = cmd.find("--serial-idle-us=");
+  if (at != std::string::npos) idle_us = std::atof(cmd.c_str() + at + 17);
   // Each collective at its fastest repetition, as zb_zero takes comm_s at its fastest round:
   // jitter only adds time (a descheduled rank; on a shaped link a dropped packet's 200 ms
   // retransmission timeout, which one repetition of three met at 256 KiB here).
@@ -73,15 +77,22 @@ Status load_zb_collectives(const std::string& path, std::vector<SweepSeries>* ou
     auto waited = counters.find("serial_s");
     if (waited != counters.end() && std::isfinite(waited->second))
       handoffs[key].push_back(waited->second - counters.at("real_time_s"));
+    auto idled = counters.find("serial_idle_s");
+    if (waited != counters.end() && idled != counters.end() && std::isfinite(idled->second) && idle_us > 0)
+      wakes[key].push_back(idled->second - waited->second);
   }
   for (auto& [key, s] : by_key) {
     auto h = handoffs.find(key);
     // The hand-off back to a waiting thread does not grow with the size, and one size's
     // difference of two noisy times is noise; the median over sizes is not.
     if (h != handoffs.end()) s.handoff_s = std::max(0.0, median(h->second));
+    // Waking likewise: a cost per collective, whatever its size.
+    auto w = wakes.find(key);
+    if (w != wakes.end()) s.wake_s = std::max(0.0, median(w->second)), s.wake_after_s = idle_us * 1e-6;
     out->push_back(std::move(s));
   }
   if (!handoffs.empty()) *description += ", serial_s for the hand-off";
+  if (!wakes.empty()) *description += ", serial_idle_s for waking after " + std::to_string(std::lround(idle_us)) + " us idle";
   return Status::ok();
 }
 
@@ -156,6 +167,18 @@ double Sweep::handoff_s(Coll op) const {
   for (const SweepSeries& s : series_)
     if (s.op == op && s.handoff_s >= 0) return s.handoff_s;
   return default_handoff_s_;
+}
+
+double Sweep::wake_s(Coll op) const {
+  for (const SweepSeries& s : series_)
+    if (s.op == op && s.wake_s >= 0) return s.wake_s;
+  return 0;
+}
+
+double Sweep::wake_after_s(Coll op) const {
+  for (const SweepSeries& s : series_)
+    if (s.op == op && s.wake_s >= 0) return s.wake_after_s;
+  return 0;
 }
 
 bool Sweep::handoff_defaulted() const {

@@ -28,6 +28,10 @@ struct SweepSeries {
   std::vector<SweepPoint> points;  // each size's fastest repetition
   CollModel model;
   double handoff_s = -1;  // measured (zb_collectives --serial); -1: not measured
+  // What a collective issued after idle costs more (zb_collectives --serial-idle-us: the
+  // median over sizes of serial_idle_s less serial_s), and the idle it was timed after; -1
+  // and 0: not measured.
+  double wake_s = -1, wake_after_s = 0;
   std::string file;
 };
 
@@ -63,6 +67,10 @@ class Sweep {
   double default_handoff_s() const { return default_handoff_s_; }
   // Whether any op's hand-off came from the default rather than the sweep.
   bool handoff_defaulted() const;
+  // What `op` costs more when issued to a stream idle for at least wake_after_s(op): the
+  // sweep's where measured, else 0 (nothing measured, nothing charged).
+  double wake_s(Coll op) const;
+  double wake_after_s(Coll op) const;
 
   // For tests: a sweep from series, as load() makes them (their models fitted here).
   static Status from_series(std::vector<SweepSeries> series, int ranks, int nodes, double handoff_s, Sweep* out);

@@ -15,9 +15,10 @@ ALPHA, BETA = 20e-6, 1e-9  # 20 us + 1 ns per byte, for every op
 
 
 def sweep_doc(ranks, sizes=None, alpha=ALPHA, beta=BETA, ops=("all_reduce", "reduce_scatter", "all_gather"),
-              groups=("world",), handoff=None):
+              groups=("world",), handoff=None, wake=None, idle_us=50):
     """A zb_collectives results file of an exact alpha-beta collective, over each group; with
-    `handoff`, also serial_s: each collective waited for costs that much more."""
+    `handoff`, also serial_s: each collective waited for costs that much more; with `wake`
+    too, serial_idle_s: one issued after idle_us of idle costs `wake` more again."""
     sizes = sizes or [1024 * 2 ** k for k in range(15)]  # 1 KiB to 16 MiB
     rows = []
     for op in ops:
@@ -29,8 +30,10 @@ def sweep_doc(ranks, sizes=None, alpha=ALPHA, beta=BETA, ops=("all_reduce", "red
                              "wire_bytes_measured": float("nan")})
                 if handoff is not None:
                     rows[-1]["serial_s"] = alpha + beta * b + handoff
-    return {"context": {"world_size": str(ranks), "command_line": "zb_collectives --timing=per-iter"},
-            "benchmarks": rows}
+                if wake is not None:
+                    rows[-1]["serial_idle_s"] = alpha + beta * b + handoff + wake
+    cmd = "zb_collectives --timing=per-iter" + (f" --serial --serial-idle-us={idle_us}" if wake is not None else "")
+    return {"context": {"world_size": str(ranks), "command_line": cmd}, "benchmarks": rows}
 
 
 def write(tmp, name, doc):
@@ -163,6 +166,27 @@ def test_a_serial_sweep_prices_each_blocking_wait_with_its_hand_off():
     b = next(b for name, b in benchmarks(on).items() if "/stage:dp/" in name)
     want = sum(ALPHA + BETA * nbytes for _, nbytes in dp) + handoff
     assert math.isclose(b["comm_s_predicted"], want, rel_tol=1e-9), (b["comm_s_predicted"], want)
+
+
+def test_a_collective_issued_after_idle_pays_the_sweeps_wake_up_and_one_queued_does_not():
+    handoff, wake = 20e-6, 35e-6
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = write(tmp, "plain.json", sweep_doc(2, handoff=handoff))
+        woken = write(tmp, "woken.json", sweep_doc(2, handoff=handoff, wake=wake))
+        args = [*MODEL, "--stages=dp", "--compute=sleep:200", "--overlap=off"]
+        before, _ = predict(plain, [*args, f"--trace={tmp}/p.json"])
+        after, proc = predict(woken, args)
+        with open(f"{tmp}/p.json") as f:  # one stage: the trace is the file named
+            n = len(collectives(json.load(f)))
+    b0, b1 = next(iter(benchmarks(before).values())), next(iter(benchmarks(after).values()))
+    # Serialised dp: each all-reduce is issued after 200 us of backward with the stream idle
+    # since the last one was waited for, so each starts `wake` late, and the step is n wakes
+    # longer. Its communication alone issues each one a hand-off (20 us) after the last: less
+    # idle than the 50 us the sweep woke after, so it is unchanged.
+    assert n > 1
+    assert math.isclose(b1["step_s_predicted"] - b0["step_s_predicted"], n * wake, rel_tol=1e-6)
+    assert b1["comm_s_predicted"] == b0["comm_s_predicted"]
+    assert "serial_idle_s for waking after 50 us idle" in proc.stdout
 
 
 def test_sizes_beyond_the_sweep_are_flagged():

@@ -117,6 +117,30 @@ TEST(Simulate, AWaitThatBlocksPaysTheHandOffAndOneThatFindsItDoneDoesNot) {
   EXPECT_DOUBLE_EQ(p.comm_s, 1 + 0.5 + 3 + 0.5);
 }
 
+TEST(Simulate, OnlyACollectiveIssuedToAStreamIdleLongEnoughWakesLate) {
+  // Woken after 0.5 s idle, a collective starts 0.25 s late.
+  auto woken = [](const ScheduleOp& op) { return op.what == "backward" ? 2.0 : 1.0; };
+  auto cost = [](const CollRecord& c) {
+    CollCost out{double(c.count), 0, false};
+    out.wake_s = 0.25, out.wake_after_s = 0.5;
+    return out;
+  };
+  ScheduleLog log;
+  log.step();
+  log.compute("forward", 0);  // t=0 to t=1: the stream idle all along
+  log.issue(1, coll(1));      // woken: t=1.25 to t=2.25
+  log.issue(2, coll(2));      // queued behind it, not idle: t=2.25 to t=4.25
+  log.wait(2);                // blocked from t=1 to t=4.25
+  log.issue(3, coll(1));      // the stream idle for no time: t=4.25 to t=5.25
+  log.wait(3);
+  StepPrediction p = predict_step(log.ops(), woken, cost);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 3.25 + 1.0);
+  EXPECT_DOUBLE_EQ(p.step_s, 5.25);
+  EXPECT_DOUBLE_EQ(p.stream_s, 4.0);  // waking is not the stream's work
+  // With no compute, nothing is issued to a stream idle for 0.5 s: no wake-up at all.
+  EXPECT_DOUBLE_EQ(p.comm_s, 4.0);
+}
+
 TEST(Simulate, OnlyTheLastStepCountsAndCollectivesQueue) {
   // Step 1 leaves a 5 s gather in flight; step 2 waits for it first thing.
   ScheduleLog log;
