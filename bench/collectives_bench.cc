@@ -142,20 +142,32 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   const uint64_t full_bytes = s.count * esz;
   Buffer in, out_buf, host_in, host_out;
   MemKind kind = comm.mem_kind();
-  ZB_RETURN_IF_ERROR(Buffer::allocate(kind, s.in_count * esz, &in));
-  ZB_RETURN_IF_ERROR(Buffer::allocate(kind, s.out_count * esz, &out_buf));
-  ZB_RETURN_IF_ERROR(Buffer::allocate(MemKind::host, s.in_count * esz, &host_in));
-  ZB_RETURN_IF_ERROR(Buffer::allocate(MemKind::host, s.out_count * esz, &host_out));
+  // With a footprint, `slots` copies of the input and room for as many outputs, each call the
+  // next: what a step's collectives find in the caches is their own data, not the last call's.
+  const uint64_t in_bytes = s.in_count * esz, out_bytes = s.out_count * esz;
+  const uint64_t slots = std::max<uint64_t>(1, (setup.footprint + in_bytes + out_bytes - 1) / (in_bytes + out_bytes));
+  ZB_RETURN_IF_ERROR(Buffer::allocate(kind, slots * in_bytes, &in));
+  ZB_RETURN_IF_ERROR(Buffer::allocate(kind, slots * out_bytes, &out_buf));
+  ZB_RETURN_IF_ERROR(Buffer::allocate(MemKind::host, in_bytes, &host_in));
+  ZB_RETURN_IF_ERROR(Buffer::allocate(MemKind::host, out_bytes, &host_out));
   fill_input(s, host_in.data(), rank, n);
   if (driver.faults().corrupt_rank == comm.rank())
     store_element(host_in.data(), s.dtype, s.in_count / 2, 1.0);  // off the pattern
-  ZB_RETURN_IF_ERROR(copy_bytes(in.data(), kind, host_in.data(), MemKind::host, s.in_count * esz));
+  for (uint64_t k = 0; k < slots; ++k)
+    ZB_RETURN_IF_ERROR(copy_bytes(in.as<char>() + k * in_bytes, kind, host_in.data(), MemKind::host, in_bytes));
+  uint64_t call = 0;  // the slot of the next call is call % slots
+  auto in_at = [&] { return in.as<char>() + (call % slots) * in_bytes; };
+  auto out_at = [&] { return out_buf.as<char>() + (call++ % slots) * out_bytes; };
 
-  auto ours = [&] { return issue(comm, s, in.data(), out_buf.data(), setup.group); };
+  auto ours = [&] {
+    const void* src = in_at();
+    return issue(comm, s, src, out_at(), setup.group);
+  };
   auto ours_done = [&] { return comm.synchronize(); };
   auto bare = [&] {
-    return s.hier ? hier_all_reduce(comm, s, in.data(), out_buf.data(), true)
-                  : comm.bare(s.op, in.data(), out_buf.data(), s.count, s.dtype, setup.group);
+    const void* src = in_at();
+    void* dst = out_at();
+    return s.hier ? hier_all_reduce(comm, s, src, dst, true) : comm.bare(s.op, src, dst, s.count, s.dtype, setup.group);
   };
   auto bare_done = [&] { return comm.bare_synchronize(); };
   auto once = [&]() -> Status {
@@ -224,10 +236,11 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   // The check runs once more into a poisoned buffer, so a collective that wrote nothing
   // cannot pass on the previous iteration's result.
   if (setup.check) {
+    call = 0;  // into the first slot, on the first slot's input
     fill_poison(host_out.data(), s.dtype, s.out_count);
-    ZB_RETURN_IF_ERROR(copy_bytes(out_buf.data(), kind, host_out.data(), MemKind::host, s.out_count * esz));
+    ZB_RETURN_IF_ERROR(copy_bytes(out_buf.data(), kind, host_out.data(), MemKind::host, out_bytes));
     ZB_RETURN_IF_ERROR(once());
-    ZB_RETURN_IF_ERROR(copy_bytes(host_out.data(), MemKind::host, out_buf.data(), kind, s.out_count * esz));
+    ZB_RETURN_IF_ERROR(copy_bytes(host_out.data(), MemKind::host, out_buf.data(), kind, out_bytes));
     out->wrong = driver.sum_over_ranks(double(count_wrong(s, host_out.data(), rank, n)));
   }
   // The busiest rank's socket writes: a non-ring algorithm shows up as excess there.

@@ -18,6 +18,7 @@ struct Options {
   zb::DType dtype = zb::DType::bf16;
   bool batch = true, check = true, bare = true, serial = false, node_groups = false;
   double serial_idle_us = 0;
+  uint64_t footprint = 0;
   zb::Progress progress = zb::Progress::caller;
   std::vector<zb::Group> groups{zb::Group::world};
 };
@@ -78,6 +79,9 @@ int main(int argc, char** argv) {
                "this many microseconds idle, as after a layer's compute (serial_idle_s, the median): what waking "
                "the communication thread and the cores adds; zb_predict charges it to a collective issued to "
                "an idle stream (default 0: not timed)", 0, 1e6);
+  f.add_bytes("footprint", &opt.footprint, "spread each size's calls over buffers of at least this many "
+              "bytes in all, each call the next part (default 0: the same buffers every call, as nccl-tests "
+              "does): a step's collectives each find their own data in the caches, not the last call's", 0);
   f.add_list("groups", &opt.groups, "the ranks each collective runs over: world, node (each node's ranks) or "
              "cross (the ranks at one place on every node); names gain /group:G beyond world",
              zb::Choices<zb::Group>{{"world", zb::Group::world}, {"node", zb::Group::node}, {"cross", zb::Group::cross}});
@@ -115,7 +119,7 @@ int main(int argc, char** argv) {
       if (op.hier && group != zb::Group::world) continue;  // it picks its own groups
       for (uint64_t bytes : zb::size_sweep(opt.min_bytes, opt.max_bytes, opt.step_factor)) {
         zb::CollSetup setup{op.op, op.hier, group, opt.dtype, bytes, opt.batch, opt.bare, opt.check, measurable,
-                            opt.serial, opt.serial_idle_us * 1e-6};
+                            opt.serial, opt.serial_idle_us * 1e-6, opt.footprint};
         const int pad_ranks = op.hier ? comm.group_size(zb::Group::node) : comm.group_size(group);
         const uint64_t full_bytes =
             zb::padded_count(op.op, opt.dtype, bytes, pad_ranks, op.hier) * zb::dtype_size(opt.dtype);

@@ -103,6 +103,28 @@ def test_corrupted_input_is_counted_wrong_and_fails():
     assert "wrong" in proc.stderr
 
 
+def test_a_footprint_spreads_the_calls_and_every_element_is_still_checked():
+    # 1 MiB of buffers: 64 copies of a 4 KiB all-reduce's input and output, each call the next.
+    ops = "--ops=all_reduce,reduce_scatter,all_gather,all_to_all"
+    data, proc = run_json(3, "zb_collectives", [ops, "--min-bytes=4K", "--max-bytes=16K", "--step-factor=4",
+                                               "--iters=5", "--footprint=1M"])
+    runs = benchmarks(data)
+    assert len(runs) == 8 and all(b["wrong"] == 0 for b in runs.values()), proc.stdout
+    # The check reads the first slot's output, computed from the first slot's input: a corrupted
+    # input, copied into every slot, is still counted.
+    data, proc = run_json(2, "zb_collectives", ["--ops=all_reduce", "--min-bytes=4K", "--max-bytes=4K",
+                                               "--iters=2", "--footprint=1M", "--fault-corrupt=1"], expect_rc=1)
+    assert benchmarks(data)["all_reduce/bytes:4096/dtype:bf16"]["wrong"] >= 1
+
+
+def test_serial_idle_times_each_collective_after_idle():
+    data, proc = run_json(2, "zb_collectives", ["--ops=all_gather", "--min-bytes=64K", "--max-bytes=64K",
+                                               "--iters=3", "--progress=thread", "--serial",
+                                               "--serial-idle-us=200"])
+    b = benchmarks(data)["all_gather/bytes:65536/dtype:bf16"]
+    assert b["serial_idle_s"] > 0 and b["serial_s"] > 0 and b["wrong"] == 0
+
+
 @pytest.mark.parametrize("np,corrupt", [(2, 0), (2, 1), (3, 2)])
 def test_all_to_all_counts_a_corrupted_block_element(np, corrupt):
     # The corrupted element is the middle one of the sender's buffer, in the block for rank 1:
@@ -178,7 +200,8 @@ BAD = [["--ops=alltoall"], ["--dtype=fp16"], ["--min-bytes=0"], ["--min-bytes=4Q
        (["--benchmark_nonsense=1"], "--benchmark_nonsense"), ["--timing=median"], ["--progress=none"],
        ["--fault-slow=all_reduce:0"], (["--json=/no/such/dir/x.json"], "--json"), ["--groups=rack"],
        (["--backend=nccl"], "nccl"), (["--fault-stall=1:nap"], "--fault-stall"),
-       (["--fault-stall=-1:fence"], "--fault-stall"), ["--show-backend=maybe"]]
+       (["--fault-stall=-1:fence"], "--fault-stall"), ["--show-backend=maybe"],
+       (["--serial-idle-us=200"], "add --serial"), ["--serial", "--serial-idle-us=-1"], ["--footprint=x"]]
 
 
 def test_bad_flags_exit_2_with_one_line_before_mpi():
