@@ -24,6 +24,17 @@ def trial(root, kind, i, rc, log="", **folder):
     return {"kind": kind, "trial": i, "rc": rc, "seconds": 600 + i, "ok": "", "stage": "", "else": ""}
 
 
+def tallied(folder, lines, options, capsys):
+    """What --tally prints of crafted trials: their options.json and trials.csv written first."""
+    (folder / "options.json").write_text(json.dumps(options), encoding="utf-8")
+    with open(folder / "trials.csv", "w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=ab_trials.FIELDS)
+        w.writeheader()
+        w.writerows(lines)
+    assert ab_trials.main([f"--tally={folder}"]) == 0
+    return capsys.readouterr().out
+
+
 def test_tally_counts_clean_passes_and_clean_catches_only(tmp_path, capsys):
     slow_ar = lambda i: collectives(i, {"all_reduce": 1.2})  # noqa: E731
     lines = [
@@ -44,13 +55,7 @@ def test_tally_counts_clean_passes_and_clean_catches_only(tmp_path, capsys):
     ]
     options = {"trials": 3, "kinds": ["aa", "planted"], "fraction": 0.1, "op": "all_reduce",
                "stage": "z3", "ab": ["--pairs=7", "HEAD", "HEAD", "--", "--quick"]}
-    (tmp_path / "options.json").write_text(json.dumps(options), encoding="utf-8")
-    with open(tmp_path / "trials.csv", "w", encoding="utf-8", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=ab_trials.FIELDS)
-        w.writeheader()
-        w.writerows(lines)
-    assert ab_trials.main([f"--tally={tmp_path}"]) == 0
-    text = capsys.readouterr().out
+    text = tallied(tmp_path, lines, options, capsys)
     assert text == (tmp_path / "trials.md").read_text(encoding="utf-8")
     assert "| A/A runs that passed | 1 | 3 | 0.06 to 0.79 |" in text
     assert "| all_reduce caught, nothing else failed | 3 | 4 | 0.30 to 0.95 |" in text
@@ -151,13 +156,7 @@ def test_tally_resamples_each_kind_from_its_own_trials(tmp_path, capsys):
                    b_zero=lambda i: zero(i, slow={"z3": 1.12}))]
     options = {"trials": 2, "kinds": ["aa", "planted"], "fraction": 0.1, "op": "all_reduce",
                "stage": "z3", "ab": ["--pairs=7", "HEAD", "HEAD", "--", "--quick"]}
-    (tmp_path / "options.json").write_text(json.dumps(options), encoding="utf-8")
-    with open(tmp_path / "trials.csv", "w", encoding="utf-8", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=ab_trials.FIELDS)
-        w.writeheader()
-        w.writerows(lines)
-    assert ab_trials.main([f"--tally={tmp_path}"]) == 0
-    text = capsys.readouterr().out
+    text = tallied(tmp_path, lines, options, capsys)
     assert "| A/A runs that passed | 1 | 2 | 0.09 to 0.91 |" in text
     assert ("- 10,000 trials of 7 pairs drawn with replacement from the 14 A/A pairs of 2 trials, "
             "each timing's median pair made no change: no gated timing failed in 100.0% of them.") in text
