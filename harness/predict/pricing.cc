@@ -11,12 +11,13 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
   const bool mixed = c.group == Group::world && topo_.nodes > 1 && topo_.size > topo_.nodes;
   const bool rate_set = spans && std::isfinite(inter_gbps_);
   const double handoff = sweep_.handoff_s(c.op);
+  const SweepSeries* woken = sweep_.woken(c.op);
   if (!rate_set) {
     const SweepSeries* s = sweep_.find(c.op, c.dtype, ranks, tier, group_name(c.group));
     if (s) {
       const CollModel::Prediction p = s->model.predict(double(c.bytes()));
       CollCost out{p.seconds, handoff, p.extrapolated};
-      out.wake_s = sweep_.wake_s(c.op), out.wake_after_s = sweep_.wake_after_s(c.op);
+      if (woken) out.wake_s = woken->wake_s, out.wake_after_s = woken->wake_after_s;
       return out;
     }
   }
@@ -40,7 +41,7 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
   out.seconds = mixed ? mixed_ring_seconds(c.op, ranks, bytes, tiers_.intra, inter)
                       : ring_seconds(c.op, ranks, bytes, link);
   out.handoff_s = handoff;
-  out.wake_s = sweep_.wake_s(c.op), out.wake_after_s = sweep_.wake_after_s(c.op);
+  if (woken) out.wake_s = woken->wake_s, out.wake_after_s = woken->wake_after_s;
   out.modelled = true;
   return out;
 }

@@ -169,16 +169,10 @@ double Sweep::handoff_s(Coll op) const {
   return default_handoff_s_;
 }
 
-double Sweep::wake_s(Coll op) const {
+const SweepSeries* Sweep::woken(Coll op) const {
   for (const SweepSeries& s : series_)
-    if (s.op == op && s.wake_s >= 0) return s.wake_s;
-  return 0;
-}
-
-double Sweep::wake_after_s(Coll op) const {
-  for (const SweepSeries& s : series_)
-    if (s.op == op && s.wake_s >= 0) return s.wake_after_s;
-  return 0;
+    if (s.op == op && s.wake_s >= 0) return &s;
+  return nullptr;
 }
 
 bool Sweep::handoff_defaulted() const {

@@ -67,10 +67,9 @@ class Sweep {
   double default_handoff_s() const { return default_handoff_s_; }
   // Whether any op's hand-off came from the default rather than the sweep.
   bool handoff_defaulted() const;
-  // What `op` costs more when issued to a stream idle for at least wake_after_s(op): the
-  // sweep's where measured, else 0 (nothing measured, nothing charged).
-  double wake_s(Coll op) const;
-  double wake_after_s(Coll op) const;
+  // The series of `op` that timed its wake-up (its wake_s and wake_after_s), or nullptr:
+  // nothing measured, nothing charged.
+  const SweepSeries* woken(Coll op) const;
 
   // For tests: a sweep from series, as load() makes them (their models fitted here).
   static Status from_series(std::vector<SweepSeries> series, int ranks, int nodes, double handoff_s, Sweep* out);
