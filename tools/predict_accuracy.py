@@ -13,17 +13,25 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "plots"))
-import tolerances  # noqa: E402  (the summary's own bars: one fact in one place)
+sys.path[:0] = [os.path.join(ROOT, "plots"), os.path.join(ROOT, "tools")]
+import run_table  # noqa: E402  (the runs' own arguments: one fact in one place)
+import tolerances  # noqa: E402  (the summary's own bars)
 
 STAGES = ["dp", "z1", "z2", "z3", "hsdp", "hpz"]
-# The default run's configuration on CPUs (tools/run_table.toml, shared.default.mpi and the
-# predict_sweep run), which the one-node table holds the predictor to.
-MODEL = ["--params=8e6", "--layers=16", "--bucket-mb=0.9"]
-STEPS = ["--iters=5", "--warmup=2"]
-COMPUTE = "--compute=sleep:500"
-SWEEP = ["--progress=thread", "--serial", "--min-bytes=64K", "--max-bytes=4M", "--step-factor=2", "--iters=5",
-         "--warmup=2"]
+
+
+def table_argv(label, size="default", drop=()):
+    """Run `label`'s arguments on CPUs as tools/run_table.toml gives them for `size`, less the
+    flags named in `drop` (the results files run_all.sh names, a trace)."""
+    words = run_table.load().run(label).argv(size, "mpi", "")
+    return [w for w in words if not w.startswith(tuple(f"{d}=" for d in drop))]
+
+
+# The default run's configuration on CPUs, which the one-node table holds the predictor to:
+# its sweep, zb_zero's step and zb_predict's model of it.
+SWEEP = table_argv("predict_sweep")
+ZERO = table_argv("zero", drop=("--trace",))
+PREDICTED = table_argv("predict", drop=("--sweep",))
 # The issue's configuration for exposure by cause: 16 layers, 2 MiB buckets, 5 ms per layer.
 CAUSES_MODEL = ["--params=16e6", "--layers=16", "--bucket-mb=2"]
 # The cluster tables: links that set the time, compute that hides most of it.
@@ -87,9 +95,8 @@ def one_node(a, tmp):
         for rep in range(a.reps):
             sweep, zero, pred = (os.path.join(tmp, f"{n}_{ranks}_{rep}.json") for n in ("sweep", "zero", "predict"))
             run(a.bin, ranks, "zb_collectives", [*SWEEP, f"--json={sweep}"])
-            run(a.bin, ranks, "zb_zero", [*MODEL, *STEPS, COMPUTE, "--overlap=on", "--no-check", f"--json={zero}"])
-            run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", *MODEL, COMPUTE, "--overlap=on", f"--measured={zero}",
-                                         f"--json={pred}"])
+            run(a.bin, ranks, "zb_zero", [*ZERO, "--no-check", f"--json={zero}"])
+            run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", *PREDICTED, f"--measured={zero}", f"--json={pred}"])
             for stage, b in rows(pred).items():
                 errs[stage].append((b["comm_error"], b["exposed_error"], b["exposed_error_s"],
                                     b["exposed_comm_s_measured"]))
@@ -227,8 +234,7 @@ def quantized(a, tmp):
 
     def swept():
         cluster_sweep(a, sweep)
-        run(a.bin, 0, "zb_optimizer", ["--parts=quantize", "--min-params=1e6", "--max-params=1e6",
-                                       "--grad-dtype=bf16", f"--json={kernels}"], cluster=True)
+        run(a.bin, 0, "zb_optimizer", [*table_argv("quantize_rates"), f"--json={kernels}"], cluster=True)
     on_cluster(2, 1, a.sweep_gbps, swept)
     config = [*LINK_MODEL, LINK_COMPUTE, "--overlap=on", "--stages=z3", "--quantize-weights=none,int8"]
 
