@@ -26,7 +26,7 @@ namespace {
 struct Options {
   std::string sweep, compute = "none", trace, measured, link_gbps, kernels;
   std::vector<int64_t> microbatches;  // empty: zb_zero's steps
-  int64_t ranks = 0, prefetch = 1, pp = 2, pp_rank = 0;
+  int64_t ranks = 0, prefetch = 1, pp = 2, pp_rank = 0, node_links = 0;
   double handoff_us = zb::kDefaultHandoffUs, exposed_limit = zb::kDefaultExposedLimit;
   bool overlap = true, explain = false;
 };
@@ -91,6 +91,9 @@ int main(int argc, char** argv) {
   f.set_default_text("handoff-us", zb::fmt(zb::kDefaultHandoffUs, 0));
   f.add_string("link-gbps", &opt.link_gbps, "predict with the links between nodes at each of these rates, Gbit/s "
                "(a list 10,25,100): a benchmark per rate, the fitted latency kept");
+  f.add_int("node-links", &opt.node_links, "links each node has to the others: 0, one per rank (a NIC per GPU); "
+            "fewer, and a node's ranks share them where each runs a collective across nodes at once (hsdp's "
+            "all-reduce across nodes), the sweep's run as shared as its nodes were", 0, 1 << 20);
   f.add_double("exposed-limit", &opt.exposed_limit, "required_link_gbps: the share of the step exposed "
                "communication may take", 1e-6, 1);
   f.set_default_text("exposed-limit", zb::fmt(zb::kDefaultExposedLimit, 2));
@@ -149,7 +152,7 @@ int main(int argc, char** argv) {
                                                  : ranks;
   zb::Topology topo;
   if (s) s = zb::modelled_topology(ranks, per_node, &topo);
-  const zb::Tiers tiers = zb::fit_tiers(sweep);
+  const zb::Tiers tiers = zb::fit_tiers(sweep, int(opt.node_links));
   if (s && !rates.empty() && topo.nodes < 2)
     s = zb::Status::error("--link-gbps sets the links between nodes, and the " + std::to_string(ranks) +
                           " ranks modelled are on one node: give --ranks-per-node below --ranks");
@@ -260,6 +263,11 @@ int main(int argc, char** argv) {
       if (link.ok())
         std::printf("# %s links fitted: %.2f us per ring step, %.3f Gbit/s (%d points)\n", zb::tier_name(t),
                     link.alpha_s * 1e6, link.gbps(), link.points);
+    if (topo.nodes > 1)
+      std::printf("# links between nodes: %s, each carrying %.3g rank(s)' collectives across nodes at once "
+                  "(--node-links)\n",
+                  opt.node_links ? (std::to_string(opt.node_links) + " per node").c_str() : "one per rank",
+                  tiers.sharing(topo.local_size));
     zb::Table table({"stage", "collectives", "comm(ms)", "measured", "compute(ms)", "exposed(ms)", "measured",
                      "step(ms)", "required Gbit/s", "beats plain below Gbit/s", "extrapolated", "modelled"});
     for (const auto& [stage, o, m] : rows) {

@@ -12,18 +12,24 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
   const bool rate_set = spans && std::isfinite(inter_gbps_);
   const double handoff = sweep_.handoff_s(c.op);
   const SweepSeries* woken = sweep_.woken(c.op);
+  // A node's ranks each run their cross group's collective at once: where they share the
+  // node's links, each gets its part of them, as many as shared them in the sweep's own run.
+  const bool shared = c.group == Group::cross && topo_.nodes > 1;
+  const double swept_sharing = tiers_.sharing(sweep_.nodes() > 1 ? sweep_.ranks_per_node() : 1);
+  const double sharing = shared ? tiers_.sharing(topo_.local_size) : 1.0;
   if (!rate_set) {
     const SweepSeries* s = sweep_.find(c.op, c.dtype, ranks, tier, group_name(c.group));
     if (s) {
       const CollModel::Prediction p = s->model.predict(double(c.bytes()));
-      CollCost out{p.seconds, handoff, p.extrapolated};
+      CollCost out{p.seconds * (shared ? sharing / swept_sharing : 1.0), handoff, p.extrapolated};
       if (woken) out.wake_s = woken->wake_s, out.wake_after_s = woken->wake_after_s;
       return out;
     }
   }
   if (ranks < 2) return CollCost{0, 0, false};  // one rank, unswept: nothing crosses a link
   LinkFit inter = tiers_.inter;
-  if (rate_set) inter.seconds_per_byte = 8e-9 / inter_gbps_;
+  inter.seconds_per_byte *= sharing;  // the fit is one link's, unshared (fit_tiers)
+  if (rate_set) inter.seconds_per_byte = 8e-9 / inter_gbps_ * sharing;
   // A sweep of one node has no link between nodes to take the latency of: its own link's.
   if (rate_set && !std::isfinite(inter.alpha_s)) inter.alpha_s = tiers_.intra.alpha_s;
   const LinkFit& link = spans ? inter : tiers_.intra;

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "harness/core/stats.h"
+
 namespace zb {
 
 RingCost ring_cost(Coll op, int ranks) {
@@ -45,9 +47,17 @@ Status fit_link(const std::vector<TierPoint>& points, LinkFit* out) {
     f.alpha_s = (x1 * yy - y1 * xy) / det;
     f.seconds_per_byte = (xx * y1 - xy * x1) / det;
   }
-  if (!(det > 0) || f.alpha_s < 0) {  // one size, or a latency below zero: bandwidth alone
+  if (!(det > 0) || f.alpha_s < 0) {
+    // One size, or a latency below zero: the small sizes ran faster than any latency allows
+    // (a shaper's burst lets the first bytes through at once). Bandwidth alone, as the median
+    // of the points' own rates, which neither those points nor a stalled large one can pull.
+    std::vector<double> per_byte;
+    for (const TierPoint& p : points) {
+      const RingCost r = ring_cost(p.op, p.ranks);
+      if (r.steps > 0 && p.seconds > 0 && p.bytes > 0) per_byte.push_back(p.seconds / (r.bytes_factor * p.bytes));
+    }
     f.alpha_s = 0;
-    f.seconds_per_byte = y1 / yy;
+    f.seconds_per_byte = median(per_byte);
   }
   if (!(f.seconds_per_byte > 0))
     return Status::error("the swept times do not grow with size: no bandwidth to fit");
@@ -55,11 +65,18 @@ Status fit_link(const std::vector<TierPoint>& points, LinkFit* out) {
   return Status::ok();
 }
 
-Tiers fit_tiers(const Sweep& sweep) {
-  std::vector<TierPoint> by_tier[2];
-  for (const SweepSeries& s : sweep.series())
-    for (const SweepPoint& p : s.points) by_tier[int(s.tier)].push_back({s.op, s.ranks, p.bytes, p.seconds});
+Tiers fit_tiers(const Sweep& sweep, int node_links) {
   Tiers t;
+  t.node_links = node_links;
+  // The cross groups of a sweep over nodes ran at once, sharing their nodes' links as many
+  // ways as the nodes had ranks per link: one link's own time is that share of theirs.
+  const double swept_sharing = sweep.nodes() > 1 ? t.sharing(sweep.ranks_per_node()) : 1.0;
+  std::vector<TierPoint> by_tier[2];
+  for (const SweepSeries& s : sweep.series()) {
+    const double unshared = s.group == "cross" ? 1.0 / swept_sharing : 1.0;
+    for (const SweepPoint& p : s.points)
+      by_tier[int(s.tier)].push_back({s.op, s.ranks, p.bytes, p.seconds * unshared});
+  }
   if (!fit_link(by_tier[int(Tier::intra)], &t.intra)) t.intra = LinkFit();
   if (!fit_link(by_tier[int(Tier::inter)], &t.inter)) t.inter = LinkFit();
   return t;

@@ -40,18 +40,28 @@ struct TierPoint {
   double bytes, seconds;
 };
 // Latency and bandwidth by least squares of the relative error over every point (so small and
-// large sizes weigh alike), each point's time taken as ring_seconds; a negative latency is
-// refitted as 0. Points over one rank are left out. Fails when fewer than one point is left
-// or the bandwidth comes out not positive.
+// large sizes weigh alike), each point's time taken as ring_seconds; where the latency comes
+// out negative, none, and the bandwidth the median of the points' own. Points over one rank
+// are left out. Fails when fewer than one point is left or the bandwidth comes out not
+// positive.
 Status fit_link(const std::vector<TierPoint>& points, LinkFit* out);
 
 struct Tiers {
   LinkFit intra, inter;  // not ok() where the sweep has no series of that tier
+  // The links each node has to the others (zb_predict --node-links): 0, one per rank (a NIC
+  // per GPU), so that no two of a node's ranks share one. Fewer, and the collectives that every
+  // rank of a node runs at once across nodes (the cross groups' of hsdp) share them.
+  int node_links = 0;
+  // How many of a node's `ranks_per_node` ranks share each of its links, at least 1.
+  double sharing(int ranks_per_node) const {
+    return node_links > 0 && ranks_per_node > node_links ? double(ranks_per_node) / node_links : 1.0;
+  }
   // Whether links between nodes can be priced at a given rate: from their own fit, or where the
   // sweep ran on one node from its link's latency.
   bool can_price_inter() const { return inter.ok() || intra.ok(); }
 };
-// Each tier from every series of the sweep in it.
-Tiers fit_tiers(const Sweep& sweep);
+// Each tier from every series of the sweep in it, with `node_links` links per node (Tiers);
+// each link fitted as one rank's alone.
+Tiers fit_tiers(const Sweep& sweep, int node_links = 0);
 
 }  // namespace zb

@@ -1,7 +1,7 @@
 """Bad input to the prediction flags of issue 23 (zb_predict's --handoff-us, --link-gbps,
---exposed-limit, --explain, --ranks beyond the sweep, nccl-tests JSON in --sweep; zb_plan's
---sweep column) and to its quantized configurations (--kernels), each row one process without
-MPI: one line naming the problem, exit 2."""
+--exposed-limit, --node-links, --explain, --ranks beyond the sweep, nccl-tests JSON in
+--sweep; zb_plan's --sweep column) and to its quantized configurations (--kernels), each row
+one process without MPI: one line naming the problem, exit 2."""
 import json
 import os
 
@@ -65,6 +65,8 @@ PREDICT = [
     (["--sweep=NODES", "--link-gbps=-5"], "'-5' is not a rate"),
     (["--sweep=NODES", "--link-gbps=1e6"], "'1e6' is not a rate"),
     (["--sweep=NODES", "--link-gbps=10,"], "is not a rate"),
+    (["--sweep=NODES", "--node-links=-1"], "--node-links"),
+    (["--sweep=NODES", "--node-links=one"], "--node-links"),
     (["--sweep=SWEEP", "--link-gbps=10"], "on one node"),                     # nothing between nodes to set
     (["--sweep=ONERANK", "--ranks=4", "--ranks-per-node=2", "--link-gbps=10"], "a sweep over more than one rank"),
     (["--sweep=SWEEP", "--stages=zpp"], "needs --kernels=FILE"),              # zpp always quantizes

@@ -58,6 +58,18 @@ TEST(TierFit, RecoversLatencyAndBandwidthFromSyntheticPoints) {
   ASSERT_TRUE(fit_link(synthetic(0, spb, 2), &f));
   EXPECT_NEAR(f.alpha_s, 0, 1e-15);
   EXPECT_NEAR(f.seconds_per_byte, spb, spb * 1e-9);
+  // A shaper's burst: the smallest sizes of a 1 Gbit/s link ran up to 4 times too fast, which
+  // pulls a latency below zero, and one large size stalled. The bandwidth is the median
+  // point's: the link's own rate, not one the fast points or the stalled one pull.
+  const double gbit = 8e-9;
+  std::vector<TierPoint> burst = synthetic(0, gbit, 2);
+  for (TierPoint& p : burst) {
+    if (p.bytes <= 4096) p.seconds /= 4;
+    if (p.bytes == 16 << 20 && p.op == Coll::all_gather) p.seconds *= 3;
+  }
+  ASSERT_TRUE(fit_link(burst, &f));
+  EXPECT_NEAR(f.alpha_s, 0, 1e-15);
+  EXPECT_NEAR(f.seconds_per_byte, gbit, gbit * 1e-9);
   // Nothing over more than one rank: nothing to fit.
   EXPECT_FALSE(fit_link(synthetic(alpha, spb, 1), &f));
 }
@@ -122,6 +134,43 @@ TEST(Pricer, ReadsTheSweepWhereItTimedTheCollectiveAndScalesTheRingElsewhere) {
   Pricer(intra_only, t2, four).cost(rec(Coll::all_reduce, 1 << 20, Group::world, 4), &missing);
   EXPECT_FALSE(missing);
   EXPECT_NE(missing.message().find("inter-node"), std::string::npos) << missing.message();
+}
+
+TEST(Pricer, ANodesRanksShareItsLinksAcrossNodesWhereItHasFewerThanRanks) {
+  // Swept on 2 nodes of 1: each cross collective had the node's link to itself.
+  const double a = 20e-6, b = 1e-9, mib = 1 << 20;
+  Sweep sweep;
+  ASSERT_TRUE(Sweep::from_series({series(Coll::all_reduce, 2, Tier::inter, "cross", a, b),
+                                  series(Coll::all_gather, 2, Tier::inter, "world", a, b)},
+                                 2, 2, 0, &sweep));
+  Topology two_by_two;
+  ASSERT_TRUE(modelled_topology(4, 2, &two_by_two));
+  Status missing;
+  const CollRecord cross = rec(Coll::all_reduce, 1 << 20, Group::cross, 2);
+  const double alone = 2 * a + 1.0 * mib * b;
+  // A NIC per rank (the default), or as many links as ranks: nothing shared.
+  for (int links : {0, 2}) {
+    const Tiers t = fit_tiers(sweep, links);
+    EXPECT_NEAR(Pricer(sweep, t, two_by_two).cost(cross, &missing).seconds, alone, 1e-12) << links;
+  }
+  // One link for the node's 2 ranks: each cross all-reduce runs at half the link, read off
+  // the sweep or at a given rate (8 Gbit/s, 1 ns a byte, shared: 2).
+  const Tiers one = fit_tiers(sweep, 1);
+  EXPECT_DOUBLE_EQ(one.sharing(2), 2.0);
+  EXPECT_NEAR(Pricer(sweep, one, two_by_two).cost(cross, &missing).seconds, 2 * alone, 1e-12);
+  EXPECT_NEAR(Pricer(sweep, one, two_by_two, 8).cost(cross, &missing).seconds, 2 * a + 2.0 * mib * 1e-9, 1e-12);
+  // The world's ring crosses each node's link once each way: not shared.
+  EXPECT_NEAR(Pricer(sweep, one, two_by_two).cost(rec(Coll::all_gather, 1 << 20, Group::world, 4), &missing).seconds,
+              3 * (a + mib / 4 * b), 1e-12);
+  // A sweep over 2 nodes of 2 with one link each timed its cross collectives shared: the fit
+  // takes one link's own rate back out of them, and they read off as swept at that shape.
+  SweepSeries shared = series(Coll::all_reduce, 2, Tier::inter, "cross", 0, 2 * b);
+  Sweep swept_shared;
+  ASSERT_TRUE(Sweep::from_series({shared}, 4, 2, 0, &swept_shared));
+  const Tiers t22 = fit_tiers(swept_shared, 1);
+  EXPECT_NEAR(t22.inter.seconds_per_byte, b, b * 1e-9);
+  EXPECT_NEAR(Pricer(swept_shared, t22, two_by_two).cost(cross, &missing).seconds, 2.0 * mib * b, 1e-12);
+  EXPECT_TRUE(missing);
 }
 
 TEST(Pricer, OneRankIsReadOffTheSweepWhereItWasTimed) {
