@@ -125,31 +125,55 @@ def bucket_s(sweep_path, op, nbytes):
     return best[1] if best else float("nan")
 
 
+def largest_reduction(trace_path, op):
+    """The bytes of the largest gradient reduction (`op`) in a zb_zero trace: the bucket as the
+    step cut it, whole layers filled to at least --bucket-mb, not the flag's size."""
+    with open(trace_path) as f:
+        doc = json.load(f)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    sizes = [e["args"]["bytes"] for e in events
+             if e.get("name", "").startswith(op + " ") and "bytes" in e.get("args", {})]
+    if not sizes:
+        die(f"{trace_path}: no {op} in the trace")
+    return max(sizes)
+
+
 def causes(a, tmp):
-    """zb_zero's exposed communication by cause at 2 ranks, schedule-keeping sleep and sleep-for."""
-    sweep = os.path.join(tmp, "causes_sweep.json")
-    run(a.bin, 2, "zb_collectives", ["--progress=thread", "--min-bytes=2M", "--max-bytes=2M", "--iters=20",
-                                     "--warmup=3", f"--json={sweep}"])
+    """zb_zero's exposed communication by cause at 2 ranks, schedule-keeping sleep and sleep-for,
+    the wire part against one bucket's collective (the sweep's time at the step's bucket size)."""
     print("| compute | stage | overlap_eff | exposed (ms) | skew_wait (ms) | wire_wait (ms) | late rank "
           "| one bucket (ms) | wire <= 1.2 bucket |")
     print("|---|---|---|---|---|---|---|---|---|")
+    per, bucket = {}, {}
     for kind in ("sleep", "sleep-for"):
-        per = {s: [] for s in ("dp", "z1", "z2", "z3")}
+        per[kind] = {s: [] for s in ("dp", "z1", "z2", "z3")}
         for rep in range(a.reps):
             zero = os.path.join(tmp, f"causes_{kind}_{rep}.json")
+            trace = os.path.join(tmp, f"causes_trace_{kind}_{rep}.json")
             run(a.bin, 2, "zb_zero", [*CAUSES_MODEL, f"--compute={kind}:5000", "--overlap=on", "--iters=5",
-                                      "--warmup=2", "--no-check", "--stages=dp,z1,z2,z3", f"--json={zero}"])
+                                      "--warmup=2", "--no-check", "--stages=dp,z1,z2,z3", f"--trace={trace}",
+                                      f"--json={zero}"])
             for stage, b in rows(zero).items():
-                per[stage].append(b)
-        for stage, bs in per.items():
+                per[kind][stage].append(b)
+                op = "all_reduce" if stage == "dp" else "reduce_scatter"
+                bucket[stage] = (op, largest_reduction(f"{os.path.splitext(trace)[0]}_{stage}.json", op))
+    # One sweep at each bucket size the steps cut, through the communication thread as they run.
+    swept = {}
+    for nbytes in sorted({n for _, n in bucket.values()}):
+        swept[nbytes] = os.path.join(tmp, f"causes_sweep_{nbytes}.json")
+        run(a.bin, 2, "zb_collectives", ["--progress=thread", f"--min-bytes={nbytes}", f"--max-bytes={nbytes}",
+                                         "--iters=20", "--warmup=3", f"--json={swept[nbytes]}"])
+    for kind, stages in per.items():
+        for stage, bs in stages.items():
             med = {k: statistics.median(b[k] for b in bs) for k in ("overlap_eff", "exposed_comm_s", "skew_wait_s",
                                                                      "wire_wait_s")}
             late = statistics.mode(int(b["late_rank"]) for b in bs)
-            bucket = bucket_s(sweep, "all_reduce" if stage == "dp" else "reduce_scatter", 2 << 20)
-            ok = "yes" if med["wire_wait_s"] <= 1.2 * bucket else "no"
+            op, nbytes = bucket[stage]
+            one = bucket_s(swept[nbytes], op, nbytes)
+            ok = "yes" if med["wire_wait_s"] <= 1.2 * one else "no"
             print(f"| {kind}:5000 | {stage} | {med['overlap_eff']:.2f} | {med['exposed_comm_s'] * 1e3:.3f} "
                   f"| {med['skew_wait_s'] * 1e3:.3f} | {med['wire_wait_s'] * 1e3:.3f} | {late} "
-                  f"| {bucket * 1e3:.3f} | {ok} |")
+                  f"| {one * 1e3:.3f} ({nbytes / 1e6:g} MB) | {ok} |")
 
 
 def on_cluster(nodes, per_node, gbps, work):
@@ -208,22 +232,31 @@ def links(a, tmp):
 
 def more_ranks(a, tmp):
     """A sweep on 2 nodes x 1 (and one of one node's 2 ranks for the intra-node link) predicts
-    4 x 1 and 2 x 2, each then measured."""
+    4 x 1 and 2 x 2, each then measured --reps times (the median). The cluster's nodes have
+    one link each, which a node's ranks share (zb_predict --node-links=1)."""
     inter, intra = os.path.join(tmp, "ranks_inter.json"), os.path.join(tmp, "ranks_intra.json")
     on_cluster(2, 1, a.sweep_gbps, lambda: cluster_sweep(a, inter))
     on_cluster(1, 2, None, lambda: cluster_sweep(a, intra, "world"))
-    print(f"sweep on 2 x 1 at {a.sweep_gbps} Gbit/s and on 1 x 2; compute none: comm_s is the step")
+    print(f"sweep on 2 x 1 at {a.sweep_gbps} Gbit/s and on 1 x 2; compute none: comm_s is the step; "
+          f"measured: the median of {a.reps}")
     print("| nodes x ranks | stage | comm_s measured (ms) | predicted (ms) | comm_error |")
     print("|---|---|---|---|---|")
     for nodes, per_node in ((4, 1), (2, 2)):
-        zero, pred = (os.path.join(tmp, f"ranks_{n}_{nodes}x{per_node}.json") for n in ("zero", "predict"))
-        on_cluster(nodes, per_node, a.sweep_gbps, lambda: cluster_zero(a, zero, "--compute=none"))
+        zeros = [os.path.join(tmp, f"ranks_zero_{nodes}x{per_node}_{rep}.json") for rep in range(a.reps)]
+        pred = os.path.join(tmp, f"ranks_predict_{nodes}x{per_node}.json")
+
+        def measure():
+            for path in zeros:
+                cluster_zero(a, path, "--compute=none")
+        on_cluster(nodes, per_node, a.sweep_gbps, measure)
         run(a.bin, 0, "zb_predict", [f"--sweep={inter},{intra}", *LINK_MODEL, "--compute=none", "--overlap=on",
-                                     "--ranks=4", f"--ranks-per-node={per_node}", f"--measured={zero}",
+                                     "--ranks=4", f"--ranks-per-node={per_node}", "--node-links=1",
                                      f"--json={pred}"])
+        measured = [rows(path) for path in zeros]
         for stage, b in rows(pred).items():
-            print(f"| {nodes} x {per_node} | {stage} | {b['comm_s_measured'] * 1e3:.1f} "
-                  f"| {b['comm_s_predicted'] * 1e3:.1f} | {b['comm_error']:+.1%} |")
+            comm = statistics.median(m[stage]["comm_s"] for m in measured)
+            print(f"| {nodes} x {per_node} | {stage} | {comm * 1e3:.1f} "
+                  f"| {b['comm_s_predicted'] * 1e3:.1f} | {b['comm_s_predicted'] / comm - 1:+.1%} |")
 
 
 def quantized(a, tmp):
