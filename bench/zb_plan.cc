@@ -1,4 +1,5 @@
 // zb_plan: memory and DP traffic per GPU for a model and a TP/PP/EP/DP layout, running nothing.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <string>
@@ -29,6 +30,7 @@ struct Options {
   // The required_link_gbps column: a sweep to price the collectives, the compute per layer.
   std::string sweep, compute = "none";
   int64_t layers = 32;
+  int64_t node_links = -1;  // -1 until given, then as zb_predict's (0: one per rank)
   // NaN until given, so that either given without --sweep is refused; then their defaults.
   double exposed_limit = NAN, handoff_us = NAN;
 };
@@ -134,6 +136,8 @@ int main(int argc, char** argv) {
   flags.add_double("handoff-us", &o.handoff_us, "with --sweep: a blocking wait's hand-off where the sweep timed none "
                    "(as zb_predict's)", 0, 1e6);
   flags.set_default_text("handoff-us", zb::fmt(zb::kDefaultHandoffUs, 0));
+  flags.add_int("node-links", &o.node_links, "with --sweep: links each node has to the others (as zb_predict's; "
+                "default 0: one per rank)", 0, 1 << 20);
   flags.add_string("json", &o.json_path, "also write the rows as JSON to this path");
   flags.allow_benchmark_flags(false);
 
@@ -161,16 +165,16 @@ int main(int argc, char** argv) {
   zb::ComputeSpec compute;
   const bool priced = !o.sweep.empty();
   if (s && !priced && (o.compute != "none" || o.layers != 32 || !std::isnan(o.exposed_limit) ||
-                       !std::isnan(o.handoff_us)))
-    s = zb::Status::error("--compute, --layers, --exposed-limit and --handoff-us describe the step --sweep prices; "
-                          "give --sweep too");
+                       !std::isnan(o.handoff_us) || o.node_links >= 0))
+    s = zb::Status::error("--compute, --layers, --exposed-limit, --handoff-us and --node-links describe the step "
+                          "--sweep prices; give --sweep too");
   if (std::isnan(o.exposed_limit)) o.exposed_limit = zb::kDefaultExposedLimit;
   if (std::isnan(o.handoff_us)) o.handoff_us = zb::kDefaultHandoffUs;
   if (s && priced) s = zb::Sweep::load(o.sweep, o.handoff_us * 1e-6, &sweep);
   if (s) s = zb::parse_compute_spec(o.compute, &compute);
   if (s && compute.kind == zb::ComputeSpec::Kind::gemm)
     s = zb::Status::error("--compute=gemm has no time to plan with; use sleep:US or spin:US");
-  const zb::Tiers tiers = priced ? zb::fit_tiers(sweep) : zb::Tiers();
+  const zb::Tiers tiers = priced ? zb::fit_tiers(sweep, int(std::max<int64_t>(0, o.node_links))) : zb::Tiers();
   if (s && o.slots != std::vector<int64_t>{2} && !offload)
     s = zb::Status::error("--slots needs --offload=grads|optimizer|weights");
   if (s && o.microbatches > 0 && piped.empty() && !offload)
@@ -251,6 +255,7 @@ int main(int argc, char** argv) {
     std::cout << "\nrequired Gbit/s: the slowest link between nodes at which exposed communication stays within "
               << o.exposed_limit * 100 << "% of the step, for " << o.compute << " per layer over " << o.layers
               << " layers, collectives priced from " << o.sweep << " as zb_predict prices them"
+              << (o.node_links > 0 ? ", " + std::to_string(o.node_links) + " link(s) per node (--node-links)" : "")
               << (tiers.inter.ok() ? "; n/a: one node, or no rate suffices"
                                    : "; n/a everywhere: the sweep ran within one node, so it has no link between "
                                      "nodes to model (sweep across nodes)")

@@ -284,3 +284,29 @@ def test_node_aware_stages_are_recorded_as_a_real_run_issues_them_over_their_gro
         world_only = write(tmp, "world.json", sweep_doc(4))
         proc = run_single("zb_predict", [f"--sweep={world_only}", *args])
         assert proc.returncode != 0 and "group" in proc.stderr
+
+
+def test_a_nodes_one_link_doubles_exactly_its_two_ranks_cross_node_collectives():
+    # Swept on 2 nodes of 1 (the cross group had the link to itself) and on a node of 2;
+    # predicted at 2 nodes of 2 with one link a node (--node-links=1): each of hsdp's
+    # all-reduces over the cross groups takes twice its swept time, so the step grows by
+    # exactly their sum, and dp, whose world ring shares nothing, not at all.
+    with tempfile.TemporaryDirectory() as tmp:
+        doc = sweep_doc(2, groups=("world", "cross"))
+        doc["context"]["nodes"] = "2"
+        inter = write(tmp, "inter.json", doc)
+        intra = write(tmp, "intra.json", sweep_doc(2))
+        args = [*MODEL, "--stages=dp,hsdp", "--ranks=4", "--ranks-per-node=2"]
+        comm = {}
+        for links in (0, 1):
+            data, _ = predict(f"{inter},{intra}", [*args, f"--node-links={links}", f"--trace={tmp}/p{links}.json"])
+            comm[links] = {n.split("stage:")[1].split("/")[0]: b["comm_s_predicted"]
+                           for n, b in benchmarks(data).items()}
+        with open(f"{tmp}/p0_hsdp.json") as f:
+            trace = json.load(f)
+        cross = [e["args"]["bytes"] for e in trace["traceEvents"]
+                 if e["ph"] == "X" and e["pid"] == 0 and e["tid"] == 1 and e["name"].endswith(" over cross")]
+        assert cross, "hsdp issued no collective over the cross groups"
+        shared = sum(ALPHA + BETA * b for b in cross)
+        assert comm[1]["hsdp"] - comm[0]["hsdp"] == pytest.approx(shared, rel=1e-9)
+        assert comm[1]["dp"] == comm[0]["dp"]

@@ -97,6 +97,8 @@ PLAN = [
     (["--params=7e9", "--dp=8", "--layers=8"], "give --sweep too"),
     (["--params=7e9", "--dp=8", "--exposed-limit=0.1"], "give --sweep too"),
     (["--params=7e9", "--dp=8", "--handoff-us=5"], "give --sweep too"),
+    (["--params=7e9", "--dp=8", "--node-links=1"], "give --sweep too"),
+    (["--params=7e9", "--dp=8", "--sweep=SWEEP", "--node-links=-2"], "--node-links"),
 ]
 
 
