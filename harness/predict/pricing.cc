@@ -15,13 +15,12 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
   // A node's ranks each run their cross group's collective at once: where they share the
   // node's links, each gets its part of them, as many as shared them in the sweep's own run.
   const bool shared = c.group == Group::cross && topo_.nodes > 1;
-  const double swept_sharing = tiers_.sharing(sweep_.nodes() > 1 ? sweep_.ranks_per_node() : 1);
   const double sharing = shared ? tiers_.sharing(topo_.local_size) : 1.0;
   if (!rate_set) {
     const SweepSeries* s = sweep_.find(c.op, c.dtype, ranks, tier, group_name(c.group));
     if (s) {
       const CollModel::Prediction p = s->model.predict(double(c.bytes()));
-      CollCost out{p.seconds * (shared ? sharing / swept_sharing : 1.0), handoff, p.extrapolated};
+      CollCost out{p.seconds * (shared ? sharing / tiers_.swept_sharing : 1.0), handoff, p.extrapolated};
       if (woken) out.wake_s = woken->wake_s, out.wake_after_s = woken->wake_after_s;
       return out;
     }

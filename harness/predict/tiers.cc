@@ -31,12 +31,14 @@ Status fit_link(const std::vector<TierPoint>& points, LinkFit* out) {
   // Each point as t = s a + f b: s steps, f the bytes a link carries; relative residuals, so
   // x = s / t and y = f / t against 1.
   double xx = 0, xy = 0, yy = 0, x1 = 0, y1 = 0;
+  std::vector<double> per_byte;  // each point's own seconds per byte a link carries: 1 / y
   int n = 0;
   for (const TierPoint& p : points) {
     const RingCost r = ring_cost(p.op, p.ranks);
     if (r.steps == 0 || !(p.seconds > 0) || !(p.bytes > 0)) continue;
     const double x = r.steps / p.seconds, y = r.bytes_factor * p.bytes / p.seconds;
     xx += x * x, xy += x * y, yy += y * y, x1 += x, y1 += y;
+    per_byte.push_back(1 / y);
     ++n;
   }
   if (n == 0) return Status::error("no swept collective over more than one rank to fit a link to");
@@ -51,11 +53,6 @@ Status fit_link(const std::vector<TierPoint>& points, LinkFit* out) {
     // One size, or a latency below zero: the small sizes ran faster than any latency allows
     // (a shaper's burst lets the first bytes through at once). Bandwidth alone, as the median
     // of the points' own rates, which neither those points nor a stalled large one can pull.
-    std::vector<double> per_byte;
-    for (const TierPoint& p : points) {
-      const RingCost r = ring_cost(p.op, p.ranks);
-      if (r.steps > 0 && p.seconds > 0 && p.bytes > 0) per_byte.push_back(p.seconds / (r.bytes_factor * p.bytes));
-    }
     f.alpha_s = 0;
     f.seconds_per_byte = median(per_byte);
   }
@@ -70,10 +67,10 @@ Tiers fit_tiers(const Sweep& sweep, int node_links) {
   t.node_links = node_links;
   // The cross groups of a sweep over nodes ran at once, sharing their nodes' links as many
   // ways as the nodes had ranks per link: one link's own time is that share of theirs.
-  const double swept_sharing = sweep.nodes() > 1 ? t.sharing(sweep.ranks_per_node()) : 1.0;
+  t.swept_sharing = sweep.nodes() > 1 ? t.sharing(sweep.ranks_per_node()) : 1.0;
   std::vector<TierPoint> by_tier[2];
   for (const SweepSeries& s : sweep.series()) {
-    const double unshared = s.group == "cross" ? 1.0 / swept_sharing : 1.0;
+    const double unshared = s.group == "cross" ? 1.0 / t.swept_sharing : 1.0;
     for (const SweepPoint& p : s.points)
       by_tier[int(s.tier)].push_back({s.op, s.ranks, p.bytes, p.seconds * unshared});
   }

@@ -52,6 +52,8 @@ struct Tiers {
   // per GPU), so that no two of a node's ranks share one. Fewer, and the collectives that every
   // rank of a node runs at once across nodes (the cross groups' of hsdp) share them.
   int node_links = 0;
+  // How many ranks shared each link in the sweep's own cross groups (fit_tiers sets it).
+  double swept_sharing = 1;
   // How many of a node's `ranks_per_node` ranks share each of its links, at least 1.
   double sharing(int ranks_per_node) const {
     return node_links > 0 && ranks_per_node > node_links ? double(ranks_per_node) / node_links : 1.0;
