@@ -1,7 +1,7 @@
 // The predictor's links on synthetic data: a ring's cost, a tier's latency and bandwidth
-// recovered exactly from points made with them, collectives over more ranks than swept priced
-// from the fit, nccl-tests' -J JSON read into known times, required_link_gbps for a step solved
-// by hand, and a quantized step's kernels priced and weighed against the step unquantized.
+// recovered exactly from points made with them, collectives over more ranks than swept (and
+// over a node's shared links) priced from the fit, required_link_gbps for a step solved by
+// hand, and a quantized step's kernels priced and weighed against the step unquantized.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +10,6 @@
 
 #include "harness/predict/kernel_rates.h"
 #include "harness/predict/link_rate.h"
-#include "harness/predict/nccl_tests.h"
 #include "harness/predict/pricing.h"
 #include "harness/predict/replay.h"
 #include "harness/predict/sweep.h"
@@ -192,57 +191,6 @@ TEST(Pricer, OneRankIsReadOffTheSweepWhereItWasTimed) {
   c = Pricer(sweep, tiers, solo).cost(rec(Coll::all_gather, 98304, Group::world, 1), &missing);
   EXPECT_EQ(c.seconds, 0);
   EXPECT_TRUE(missing);
-}
-
-// nccl-tests 2.19's -J output, as src/util.cu writes it (version 3), for all_gather_perf on 2
-// processes of 4 GPUs on two hosts: "size" the full buffer, times in microseconds, one
-// in-place time "nan", one size timed twice (-N 2).
-const char* kNcclTestsJson = R"({"version":3,"start_time":"2025-06-01 10:00:00","args":["./build/all_gather_perf","-b","1M","-e","4M","-f","2","-g","4","-J","ag.json"],"env":["PATH=/usr/bin"],"nccl_version":22703,"config":{"nthreads":1,"ngpus":4,"minimum_bytes":1048576,"maximum_bytes":4194304,"step_factor":2,"warmup_iters":1,"iterations":20,"aggregated_iterations":1,"validation":1,"graph":0,"blocking_collectives":"false","per_iter_timing":"false","per_iter_skip":0,"parallel_init":"false","devices":[{"rank":0,"group":0,"pid":11,"hostname":"a","device":0,"device_hex":"0000:18:00","device_info":"NVIDIA H100"},{"rank":4,"group":0,"pid":12,"hostname":"b","device":0,"device_hex":"0000:18:00","device_info":"NVIDIA H100"}]},"results":[{"size":1048576,"count":32768,"type":"float","redop":"none","root":"    -1","out_of_place":{"time":40.500000,"alg_bw":25.89,"bus_bw":22.65,"nwrong":0.000000},"in_place":{"time":38.250000,"alg_bw":27.41,"bus_bw":23.99,"nwrong":0.000000},"actual_iterations":20,"experiment_name":""},{"size":2097152,"count":65536,"type":"float","redop":"none","root":"    -1","out_of_place":{"time":61.000000,"alg_bw":34.38,"bus_bw":30.08,"nwrong":0.000000},"in_place":{"time":"nan","alg_bw":"nan","bus_bw":"nan","nwrong":null},"actual_iterations":20,"experiment_name":""},{"size":4194304,"count":131072,"type":"float","redop":"none","root":"    -1","out_of_place":{"time":102.000000,"alg_bw":41.12,"bus_bw":35.98,"nwrong":0.000000},"in_place":{"time":101.000000,"alg_bw":41.53,"bus_bw":36.34,"nwrong":0.000000},"actual_iterations":20,"experiment_name":""},{"size":1048576,"count":32768,"type":"float","redop":"none","root":"    -1","out_of_place":{"time":39.000000,"alg_bw":26.89,"bus_bw":23.53,"nwrong":0.000000},"in_place":{"time":39.500000,"alg_bw":26.55,"bus_bw":23.23,"nwrong":0.000000},"actual_iterations":20,"experiment_name":""}],"out_of_bounds":{"count":0,"okay":"true"},"average_bus_bandwidth":{"bandwidth":29.98,"okay":"unchecked"},"errors":[],"end_time":"2025-06-01 10:00:05"})";
-
-std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
-  std::ofstream(path) << text;
-  return path;
-}
-
-TEST(NcclTests, ParsedIntoKnownTimes) {
-  const std::string path = write_temp("zb_ag.json", kNcclTestsJson);
-  std::vector<NcclTestsRun> runs;
-  ASSERT_TRUE(read_nccl_tests(path, &runs));
-  ASSERT_EQ(runs.size(), 1u);
-  const NcclTestsRun& r = runs[0];
-  EXPECT_EQ(r.op, Coll::all_gather);
-  EXPECT_EQ(r.type, "float");
-  EXPECT_EQ(r.ranks, 8);  // 2 processes x 1 thread x 4 GPUs
-  EXPECT_EQ(r.nodes, 2);
-  ASSERT_EQ(r.points.size(), 3u);
-  // Each size its fastest time: in place, out of place, or the repeat.
-  EXPECT_DOUBLE_EQ(r.points[0].bytes, 1048576);
-  EXPECT_DOUBLE_EQ(r.points[0].seconds, 38.25e-6);
-  EXPECT_DOUBLE_EQ(r.points[1].seconds, 61e-6);  // the in-place "nan" left out
-  EXPECT_DOUBLE_EQ(r.points[2].seconds, 101e-6);
-  // As a sweep: the world of 8 across 2 nodes, its hand-off the default given.
-  Sweep sweep;
-  ASSERT_TRUE(Sweep::load(path, 12e-6, &sweep));
-  EXPECT_EQ(sweep.ranks(), 8);
-  EXPECT_EQ(sweep.ranks_per_node(), 4);
-  const SweepSeries* s = sweep.find(Coll::all_gather, DType::bf16, 8, Tier::inter);
-  ASSERT_NE(s, nullptr);  // fp32 timed, priced by bytes for bf16
-  EXPECT_EQ(s->dtype, "fp32");
-  EXPECT_DOUBLE_EQ(s->model.predict(3 << 20).seconds, (61e-6 + 101e-6) / 2);
-  EXPECT_DOUBLE_EQ(sweep.handoff_s(Coll::all_gather), 12e-6);
-  EXPECT_TRUE(sweep.handoff_defaulted());
-  // Another program's file, and a file that is not nccl-tests': one line each.
-  std::string other = kNcclTestsJson;
-  other.replace(other.find("all_gather_perf"), 15, "broadcast_perf");
-  Status bad = read_nccl_tests(write_temp("zb_bc.json", other), &runs);
-  EXPECT_FALSE(bad);
-  EXPECT_NE(bad.message().find("broadcast_perf"), std::string::npos) << bad.message();
-  EXPECT_FALSE(read_nccl_tests(write_temp("zb_not.json", "{\"benchmarks\": []}"), &runs));
-  // The same op twice in two files is refused, naming both.
-  bad = Sweep::load(path + "," + path, 0, &sweep);
-  EXPECT_FALSE(bad);
-  EXPECT_NE(bad.message().find("give one of them"), std::string::npos) << bad.message();
 }
 
 // A sweep of one op between two nodes of one rank, alpha per ring step at 1 ns per byte.
