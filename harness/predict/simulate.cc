@@ -2,95 +2,186 @@
 #include "harness/predict/simulate.h"
 
 #include <algorithm>
+#include <deque>
+#include <limits>
 #include <map>
 
 namespace zb {
+namespace {
+
+// The replay's state. Compute runs op by op; the stream is carried along to the compute
+// engine's clock after each op, so its speed can follow what compute does meanwhile.
+class Replay {
+ public:
+  Replay(const std::function<CollCost(const CollRecord&)>& coll_cost, const HostShare* host, bool draw)
+      : coll_cost_(coll_cost), host_(host), draw_(draw) {}
+
+  StepPrediction run(const std::vector<ScheduleOp>& ops,
+                     const std::function<double(const ScheduleOp&)>& compute_seconds) {
+    for (const ScheduleOp& op : ops) {
+      switch (op.kind) {
+        case ScheduleOp::Kind::step: begin_step(); break;
+        case ScheduleOp::Kind::compute: compute(op, compute_seconds(op)); break;
+        case ScheduleOp::Kind::issue: issue(op); break;
+        case ScheduleOp::Kind::wait: wait(op); break;
+      }
+    }
+    drain(std::numeric_limits<double>::infinity(), 1);  // what is still in flight, for the drawing
+    p_.step_s = clock_ - step_start_;
+    return p_;
+  }
+
+  std::vector<TraceSpan> spans;
+  std::vector<OpTiming> timeline;
+
+ private:
+  struct InFlight {
+    uint64_t seq;
+    CollRecord coll;
+    double ready, left, handoff_s;  // may start at `ready`; `left` seconds of swept work
+    int generation;  // the step whose drawing holds it
+    double start = -1;
+    size_t span = 0, placed = 0;
+  };
+  struct Done {
+    double at, handoff_s;
+  };
+
+  void begin_step() {
+    p_ = StepPrediction();  // the last step's numbers only
+    spans.clear();
+    timeline.clear();
+    ++generation_;
+    step_start_ = clock_;
+  }
+
+  void compute(const ScheduleOp& op, double d) {
+    const double busy = host_ && host_->busy_seconds ? std::clamp(host_->busy_seconds(op), 0.0, d) : 0.0;
+    std::string name = op.what == "update" ? "optimizer U" : op.what + " L";
+    span(name + std::to_string(op.layer), Track::compute, clock_, clock_ + d);
+    place(op, clock_, clock_, clock_ + d);
+    drain(clock_ + d - busy, 1);
+    drain(clock_ + d, busy > 0 ? host_->stream_rate : 1);
+    clock_ += d;
+    p_.compute_s += d;
+  }
+
+  void issue(const ScheduleOp& op) {
+    const CollCost c = coll_cost_(op.coll);
+    // Issued where the host reached it: after the compute before it (the host is the engine
+    // on CPUs; on GPUs the collective waits for that compute on its stream).
+    double ready = clock_;
+    if (c.wake_s > 0 && queue_.empty() && clock_ - comm_free_ >= c.wake_after_s) ready += c.wake_s;
+    InFlight f{op.seq, op.coll, ready, c.seconds, c.handoff_s, generation_};
+    f.span = spans.size();
+    span(collective_label(op.coll), Track::comm, ready, ready,
+         "\"bytes\": " + std::to_string(op.coll.bytes()) + ", \"seq\": " + std::to_string(op.seq));
+    f.placed = timeline.size();
+    place(op, clock_, ready, ready);
+    queue_.push_back(f);
+    last_issued_ = op.seq;
+    p_.stream_s += c.seconds;
+    p_.collectives += 1;
+    p_.extrapolated = p_.extrapolated || c.extrapolated;
+    p_.modelled = p_.modelled || c.modelled;
+  }
+
+  void wait(const ScheduleOp& op) {
+    // Collectives complete in order: waiting for number seq is waiting for the last issued at
+    // or before it. Compute is blocked meanwhile, so the stream runs at its full speed.
+    const double from = clock_;
+    const uint64_t target = std::min(op.seq, last_issued_);
+    while (!queue_.empty() && queue_.front().seq <= target) drain(std::numeric_limits<double>::infinity(), 1, true);
+    auto it = done_.upper_bound(op.seq);
+    if (it != done_.begin()) {
+      const Done& d = std::prev(it)->second;
+      // Blocked, the waiter is woken only after the collective ends: the hand-off is exposed.
+      if (d.at > clock_) {
+        const double ready = d.at + d.handoff_s;
+        span("wait", Track::wait, clock_, ready);
+        p_.exposed_s += ready - clock_;
+        drain(ready, 1);
+        clock_ = ready;
+      }
+    }
+    place(op, from, from, clock_);
+  }
+
+  // Runs the stream until `to` at `rate` times its swept speed (or, with `one`, until its
+  // next collective ends).
+  void drain(double to, double rate, bool one = false) {
+    while (!queue_.empty()) {
+      InFlight& f = queue_.front();
+      const double t = std::max(cursor_, f.ready);
+      if (t >= to) break;
+      if (f.start < 0) f.start = t;
+      if (rate <= 0) {
+        cursor_ = to;
+        return;
+      }
+      const double end = t + f.left / rate;
+      if (end > to) {
+        f.left -= (to - t) * rate;
+        cursor_ = to;
+        return;
+      }
+      finish(f, end);
+      queue_.pop_front();
+      if (one) return;
+    }
+    cursor_ = std::max(cursor_, to);
+  }
+
+  void finish(const InFlight& f, double end) {
+    done_[f.seq] = {end, f.handoff_s};
+    cursor_ = comm_free_ = end;
+    if (f.generation != generation_) return;  // an earlier step's, not drawn
+    if (draw_) {
+      spans[f.span].start_s = f.start - step_start_;
+      spans[f.span].end_s = end - step_start_;
+      timeline[f.placed].start_s = f.start - step_start_;
+      timeline[f.placed].end_s = end - step_start_;
+    }
+  }
+
+  void span(std::string name, Track track, double from, double to, std::string args = "") {
+    if (draw_) spans.push_back({std::move(name), track, from - step_start_, to - step_start_, std::move(args)});
+  }
+  void place(const ScheduleOp& op, double issue, double from, double to) {
+    if (draw_)
+      timeline.push_back({op.kind, op.what, op.layer, op.seq, issue - step_start_, from - step_start_,
+                          to - step_start_, op.kind == ScheduleOp::Kind::issue ? double(op.coll.bytes()) : 0.0});
+  }
+
+  const std::function<CollCost(const CollRecord&)>& coll_cost_;
+  const HostShare* host_;
+  const bool draw_;
+  double clock_ = 0, cursor_ = 0, comm_free_ = 0, step_start_ = 0;
+  int generation_ = 0;
+  uint64_t last_issued_ = 0;
+  std::deque<InFlight> queue_;
+  std::map<uint64_t, Done> done_;  // collective number -> when it completed, what a blocked wait adds
+  StepPrediction p_;
+};
+
+}  // namespace
 
 StepPrediction simulate(const std::vector<ScheduleOp>& ops,
                         const std::function<double(const ScheduleOp&)>& compute_seconds,
                         const std::function<CollCost(const CollRecord&)>& coll_cost,
-                        std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline) {
-  double compute_clock = 0, comm_free = 0, step_start = 0;
-  struct Done {
-    double at, handoff_s;
-  };
-  std::map<uint64_t, Done> done;  // collective number -> when it completes, what a blocked wait adds
-  StepPrediction p;
-  std::vector<TraceSpan> drawn;
-  std::vector<OpTiming> placed;
-  auto span = [&](std::string name, Track track, double from, double to, std::string args = "") {
-    drawn.push_back({std::move(name), track, from - step_start, to - step_start, std::move(args)});
-  };
-  auto place = [&](const ScheduleOp& op, double issue, double from, double to) {
-    if (timeline)
-      placed.push_back({op.kind, op.what, op.layer, op.seq, issue - step_start, from - step_start, to - step_start,
-                        op.kind == ScheduleOp::Kind::issue ? double(op.coll.bytes()) : 0.0});
-  };
-  for (const ScheduleOp& op : ops) {
-    switch (op.kind) {
-      case ScheduleOp::Kind::step:
-        p = StepPrediction();  // the last step's numbers only
-        drawn.clear();
-        placed.clear();
-        step_start = compute_clock;
-        break;
-      case ScheduleOp::Kind::compute: {
-        double d = compute_seconds(op);
-        std::string name = op.what == "update" ? "optimizer U" : op.what + " L";
-        span(name + std::to_string(op.layer), Track::compute, compute_clock, compute_clock + d);
-        place(op, compute_clock, compute_clock, compute_clock + d);
-        compute_clock += d;
-        p.compute_s += d;
-        break;
-      }
-      case ScheduleOp::Kind::issue: {
-        CollCost c = coll_cost(op.coll);
-        // Issued where the host reached it: after the compute before it (the host is the
-        // engine on CPUs; on GPUs the collective waits for that compute on its stream).
-        double start = std::max(comm_free, compute_clock);
-        if (c.wake_s > 0 && compute_clock - comm_free >= c.wake_after_s) start += c.wake_s;
-        comm_free = start + c.seconds;
-        done[op.seq] = {comm_free, c.handoff_s};
-        span(collective_label(op.coll), Track::comm, start, comm_free,
-             "\"bytes\": " + std::to_string(op.coll.bytes()) + ", \"seq\": " + std::to_string(op.seq));
-        place(op, compute_clock, start, comm_free);
-        p.stream_s += c.seconds;
-        p.collectives += 1;
-        p.extrapolated = p.extrapolated || c.extrapolated;
-        p.modelled = p.modelled || c.modelled;
-        break;
-      }
-      case ScheduleOp::Kind::wait: {
-        // Collectives complete in order: waiting for number seq is waiting for the last
-        // issued at or before it.
-        auto it = done.upper_bound(op.seq);
-        const double from = compute_clock;
-        if (it != done.begin()) {
-          const Done& d = std::prev(it)->second;
-          // Blocked, the waiter is woken only after the collective ends: the hand-off is exposed.
-          const double ready = d.at + d.handoff_s;
-          if (d.at > compute_clock) {
-            span("wait", Track::wait, compute_clock, ready);
-            p.exposed_s += ready - compute_clock;
-            compute_clock = ready;
-          }
-        }
-        place(op, from, from, compute_clock);
-        break;
-      }
-    }
-  }
-  p.step_s = compute_clock - step_start;
-  if (spans) *spans = std::move(drawn);
-  if (timeline) *timeline = std::move(placed);
+                        std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline, const HostShare* host) {
+  Replay r(coll_cost, host, spans || timeline);
+  StepPrediction p = r.run(ops, compute_seconds);
+  if (spans) *spans = std::move(r.spans);
+  if (timeline) *timeline = std::move(r.timeline);
   return p;
 }
 
 StepPrediction predict_step(const std::vector<ScheduleOp>& ops,
                             const std::function<double(const ScheduleOp&)>& compute_seconds,
                             const std::function<CollCost(const CollRecord&)>& coll_cost,
-                            std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline) {
-  StepPrediction p = simulate(ops, compute_seconds, coll_cost, spans, timeline);
+                            std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline, const HostShare* host) {
+  StepPrediction p = simulate(ops, compute_seconds, coll_cost, spans, timeline, host);
   p.comm_s = simulate(ops, [](const ScheduleOp&) { return 0.0; }, coll_cost).step_s;
   return p;
 }

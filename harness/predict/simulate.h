@@ -1,7 +1,8 @@
 // A logged step replayed on two engines: compute runs the step's compute in program order, and
 // the communication stream runs its collectives in issue order, each starting once it is issued
-// and the previous one is done. Where compute waits for a collective that has not finished, the
-// wait is exposed communication: the critical path of the schedule, as the step declares it.
+// and the previous one is done, at its swept speed or, while compute keeps a shared host busy,
+// slower. Where compute waits for a collective that has not finished, the wait is exposed
+// communication: the critical path of the schedule, as the step declares it.
 #pragma once
 
 #include <functional>
@@ -49,21 +50,34 @@ struct OpTiming {
   double bytes = 0;  // issue
 };
 
+// Where both engines share the host's cores (CPU backends: the communication thread runs on
+// the cores compute leaves idle), compute that keeps the cores busy slows the stream.
+struct HostShare {
+  // The last part of a compute op, in seconds, that keeps the host's cores busy (the rest of it
+  // sleeps); none: every op leaves them idle.
+  std::function<double(const ScheduleOp&)> busy_seconds;
+  // The stream's speed meanwhile, as a fraction of its swept speed (0: it stops).
+  double stream_rate = 1;
+};
+
 // Replays `ops` and returns the prediction for the last step in it (ops from an earlier step
 // set up what the last one meets, such as gathers still in flight). `compute_seconds` gives each
-// compute op's duration, `coll_cost` each collective's. `spans` (optional) gets the last
-// step's predicted timeline, in seconds from its start, on the tracks of a measured trace;
-// `timeline` (optional) every op of the last step in program order.
+// compute op's duration, `coll_cost` each collective's, `host` (optional) how compute slows the
+// stream. `spans` (optional) gets the last step's predicted timeline, in seconds from its start,
+// on the tracks of a measured trace; `timeline` (optional) every op of the last step in program
+// order.
 StepPrediction simulate(const std::vector<ScheduleOp>& ops,
                         const std::function<double(const ScheduleOp&)>& compute_seconds,
                         const std::function<CollCost(const CollRecord&)>& coll_cost,
-                        std::vector<TraceSpan>* spans = nullptr, std::vector<OpTiming>* timeline = nullptr);
+                        std::vector<TraceSpan>* spans = nullptr, std::vector<OpTiming>* timeline = nullptr,
+                        const HostShare* host = nullptr);
 
 // simulate(), with comm_s from a second replay of the same ops with every compute op at 0 s:
 // the step of communication alone, its waits and hand-offs included, as zb_zero times comm_s.
 StepPrediction predict_step(const std::vector<ScheduleOp>& ops,
                             const std::function<double(const ScheduleOp&)>& compute_seconds,
                             const std::function<CollCost(const CollRecord&)>& coll_cost,
-                            std::vector<TraceSpan>* spans = nullptr, std::vector<OpTiming>* timeline = nullptr);
+                            std::vector<TraceSpan>* spans = nullptr, std::vector<OpTiming>* timeline = nullptr,
+                            const HostShare* host = nullptr);
 
 }  // namespace zb
