@@ -114,4 +114,24 @@ Status kernel_benchmark(Run& run, Compute& compute, const OptimizerConfig& opt, 
   return kernel_against_limit(run, compute, k, out);
 }
 
+Status synthetic_grad_benchmark(Run& run, Compute& compute, DType grad, uint64_t params, KernelResult* out) {
+  const size_t n = params, gsz = dtype_size(grad);
+  StaggeredArrays a;
+  ZB_RETURN_IF_ERROR(a.allocate(compute.kind(), {n * 2, n * 4, n * gsz}));
+  Bf16* w = a.as<Bf16>(0);
+  void* g = a.as<void>(2);
+  ZB_RETURN_IF_ERROR(compute.init_weights(a.as<float>(1), w, n, 0));
+  ZB_RETURN_IF_ERROR(compute.synchronize());
+  int64_t step = 0;
+  KernelUnderTest k;
+  k.call = [&]() -> Status {
+    ZB_RETURN_IF_ERROR(compute.synthetic_grad(w, g, grad, n, 0, 0, 1, ++step));
+    return compute.synchronize();
+  };
+  k.elements = params;
+  k.footprint_bytes = n * (2 + gsz);
+  k.bytes_per_element = double(2 + gsz);
+  return kernel_against_limit(run, compute, k, out);
+}
+
 }  // namespace zb

@@ -38,4 +38,8 @@ Status kernel_against_limit(Run& run, Compute& compute, const KernelUnderTest& k
 Status kernel_benchmark(Run& run, Compute& compute, const OptimizerConfig& opt, DType grad,
                         uint64_t params, KernelResult* out);
 
+// The synthetic backward's gradient kernel (what zb_zero's backward writes besides --compute)
+// over `params` elements against the limit: it reads the BF16 weights and writes the gradient.
+Status synthetic_grad_benchmark(Run& run, Compute& compute, DType grad, uint64_t params, KernelResult* out);
+
 }  // namespace zb

@@ -9,6 +9,7 @@
 #include "harness/driver/driver.h"
 #include "harness/driver/sweep.h"
 #include "harness/driver/table.h"
+#include "harness/predict/kernel_rates.h"
 #include "kernels/bandwidth.h"
 
 namespace {
@@ -50,7 +51,8 @@ void print_tables(const std::vector<KernelRow>& kernels, const std::vector<StepR
                  zb::fmt(k.r.params_per_s / 1e9, 3), zb::fmt(k.r.gbps, 2), zb::fmt(k.r.limit_gbps, 2),
                  k.r.limit_pattern, zb::fmt(k.r.frac, 3)});
     t.print(stdout);
-    std::printf("# GB/s by the kernel's byte model (Adam 28/30, momentum 20/22 bytes per parameter with "
+    std::printf("# GB/s by the kernel's byte model (Adam 28/30, momentum 20/22, synthetic_grad 4/6 bytes per "
+                "parameter with "
                 "BF16/FP32 gradients); limit: the fastest bandwidth probe (copy, copy_plain, triad, rmw) "
                 "over arrays of the same total size\n");
   }
@@ -75,7 +77,7 @@ int main(int argc, char** argv) {
   driver.set_default_iterations(10, 2);
   Options opt;
   auto& f = driver.flags();
-  f.add_list("parts", &opt.parts, "kernels: update kernels against the copy limit; step: the optimizer "
+  f.add_list("parts", &opt.parts, "kernels: update kernels and the synthetic gradient against the copy limit; step: the optimizer "
              "step per stage; quantize: the quantization kernels (INT8, INT4, FP8, qgZ's reduction) "
              "against the same limit, over --grad-dtype", {"kernels", "step", "quantize"});
   f.add_list("kernels", &opt.kernels, "optimizers, in the kernel benchmarks and in the step",
@@ -136,6 +138,20 @@ int main(int argc, char** argv) {
                        return zb::Status::ok();
                      });
         }
+  // The synthetic backward's gradient, which zb_predict --kernels prices zb_zero's backward with.
+  if (wanted(opt.parts, "kernels"))
+    for (zb::DType grad : opt.grads)
+      for (uint64_t p : zb::size_sweep(opt.min_params, opt.max_params, opt.step_factor)) {
+        std::string gname = zb::dtype_name(grad);
+        driver.add(std::string(zb::kSyntheticGradKernel) + "/params:" + std::to_string(p) + "/grad:" + gname +
+                       "/impl:" + impl,
+                   [&, p, grad, gname](zb::Run& run) -> zb::Status {
+                     zb::KernelResult r;
+                     ZB_RETURN_IF_ERROR(zb::synthetic_grad_benchmark(run, *compute, grad, p, &r));
+                     kernel_rows.push_back({zb::kSyntheticGradKernel, gname, p, r});
+                     return zb::Status::ok();
+                   });
+      }
   std::vector<zb::QuantRow> quant_rows;
   if (wanted(opt.parts, "quantize"))
     zb::add_quant_benchmarks(driver, *compute, zb::size_sweep(opt.min_params, opt.max_params, opt.step_factor),

@@ -228,7 +228,9 @@ class Model:
             for p in size_sweep(f.number("min-params", 2 ** 20), f.number("max-params", self.m["optimizer_max_params"]),
                                 f.number("step-factor", 4)):
                 foot = p * ADAM_BYTES
-                out.append((kinds * grads, steps * c["kernel_passes"] * foot / mem + 2 * foot / mem + self.m["bench_s"]))
+                # Each optimizer's update, and the synthetic gradient, per gradient dtype.
+                out.append(((kinds + 1) * grads,
+                            steps * c["kernel_passes"] * foot / mem + 2 * foot / mem + self.m["bench_s"]))
         if "quantize" in parts:
             for p in size_sweep(f.number("min-params", 2 ** 20), f.number("max-params", self.m["optimizer_max_params"]),
                                 f.number("step-factor", 4)):

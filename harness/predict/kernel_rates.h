@@ -1,8 +1,10 @@
-// The quantization kernels' speed, as zb_optimizer --parts=quantize measured it, to price the
-// kernels a quantized step runs on its compute engine (the ops the recorder logs with their
-// element counts: schedule_log.h).
+// The kernels' speed as zb_optimizer measured it, to price the kernels a step runs on its
+// compute engine besides --compute (the ops the recorder logs with their element counts:
+// schedule_log.h): the quantization kernels (--parts=quantize), the optimizer's update and the
+// synthetic backward's gradient (--parts=kernels).
 #pragma once
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <utility>
@@ -12,29 +14,46 @@
 
 namespace zb {
 
+// zb_optimizer's name for the synthetic backward's gradient kernel.
+constexpr const char kSyntheticGradKernel[] = "synthetic_grad";
+
 class KernelRates {
  public:
-  // zb_optimizer results holding its quantize part. Each kernel and format's rate is its
-  // params_per_s at the largest size timed (BF16 values where timed, else any dtype); the
-  // reduction's counts every input element (params_per_s x inputs).
+  // zb_optimizer results holding its quantize part, its kernels part, or both.
+  // - A quantization kernel's rate, per format, is its params_per_s at the largest size timed
+  //   (BF16 values where timed, else any dtype); the reduction's counts every input element
+  //   (params_per_s x inputs).
+  // - The update's (per optimizer and gradient dtype) and the synthetic gradient's (per dtype)
+  //   are kept at every size timed: an op is priced at the size nearest its own.
   static Status load(const std::string& path, KernelRates* out);
 
-  // A logged kernel op's seconds: its elements at its kernel and format's rate. The step's
-  // amax pass is priced at FP8 quantize's rate, which times an amax and a quantization
+  // A logged quantization kernel's seconds: its elements at its kernel and format's rate. The
+  // step's amax pass is priced at FP8 quantize's rate, which times an amax and a quantization
   // together: an upper bound. Sets `missing` (once) where the file has no such kernel.
   double seconds(const ScheduleOp& op, Status* missing) const;
 
-  bool empty() const { return rates_.empty(); }
+  // A logged backward's synthetic gradient or update (schedule_log.h) at its measured rate, at
+  // `grad` dtype for the update; NaN where the file times no such kernel.
+  double step_kernel_seconds(const ScheduleOp& op, const std::string& grad) const;
+
+  bool empty() const { return rates_.empty() && sized_.empty(); }
+  bool prices_step_kernels() const { return !sized_.empty(); }
   const std::string& file() const { return file_; }
 
   // For tests: a rate set by hand (kernel as zb_optimizer names it: quantize, dequantize,
-  // reduce_requantize).
+  // reduce_requantize; or, at `params`, adam, momentum or synthetic_grad, whose format is
+  // the gradient dtype).
   void set(const std::string& kernel, const std::string& format, double elements_per_s) {
     rates_[{kernel, format}] = elements_per_s;
+  }
+  void set_sized(const std::string& kernel, const std::string& grad, double params, double elements_per_s) {
+    sized_[{kernel, grad}][params] = elements_per_s;
   }
 
  private:
   std::map<std::pair<std::string, std::string>, double> rates_;  // (kernel, format) -> elements/s
+  // (kernel, gradient dtype) -> size timed -> elements/s
+  std::map<std::pair<std::string, std::string>, std::map<double, double>> sized_;
   std::string file_;
 };
 

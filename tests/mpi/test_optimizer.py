@@ -12,7 +12,9 @@ OPTIMIZERS = ["adam", "momentum"]
 GRADS = ["bf16", "fp32"]
 # Bytes moved per parameter by the kernels' stated model (kernels/optimizer.h).
 BYTES = {("adam", "bf16"): 28, ("adam", "fp32"): 30, ("momentum", "bf16"): 20,
-         ("momentum", "fp32"): 22}
+         ("momentum", "fp32"): 22,
+         # The synthetic gradient reads the BF16 weight and writes the gradient.
+         ("synthetic_grad", "bf16"): 4, ("synthetic_grad", "fp32"): 6}
 # Ψ not divisible by 2 or 4 and three buckets: every sharded collective is padded.
 STEP = ["--parts=step", "--step-params=100003", "--buckets=3", "--iters=2", "--warmup=1"]
 
@@ -66,8 +68,9 @@ def test_kernel_benchmarks_report_bandwidth_against_the_fastest_probe():
     data, proc = run_json(1, "zb_optimizer", ["--parts=kernels", "--min-params=64K",
                                               "--max-params=256K", "--iters=2", "--warmup=1"])
     rows = benchmarks(data)
+    # Each optimizer's update and the synthetic gradient zb_predict --kernels prices backward with.
     want = {f"{o}/params:{p}/grad:{g}/impl:cpu"
-            for o in OPTIMIZERS for g in GRADS for p in (64000, 256000)}
+            for o in OPTIMIZERS + ["synthetic_grad"] for g in GRADS for p in (64000, 256000)}
     assert set(rows) == want, proc.stdout
     for name, b in rows.items():
         seg = segments(name)
