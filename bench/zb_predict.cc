@@ -16,8 +16,9 @@
 #include "harness/driver/model_flags.h"
 #include "harness/driver/table.h"
 #include "harness/plan/pipeline_formula.h"
-#include "harness/predict/link_rate.h"
 #include "harness/predict/kernel_rates.h"
+#include "harness/predict/link_rate.h"
+#include "harness/predict/replay.h"
 #include "harness/predict/results.h"
 #include "harness/predict/tiers.h"
 
@@ -115,9 +116,9 @@ int main(int argc, char** argv) {
              "M or a list 1,2,4,8 (--stages then takes dp, z1, z2)", 1, 4096);
   f.add_int("pp", &opt.pp, "pipeline: pipeline ranks P", 1, 1024);
   f.add_int("pp-rank", &opt.pp_rank, "pipeline: the pipeline rank p every data-parallel rank plays", 0, 1023);
-  f.add_string("kernels", &opt.kernels, "zb_optimizer results with its quantize part (--parts=quantize): the "
-               "rates that price a quantized configuration's kernels (needed for --quantize-weights, "
-               "--quantize-grads and zpp)");
+  f.add_string("kernels", &opt.kernels, "zb_optimizer results (--parts=quantize,kernels): the rates that price "
+               "a quantized configuration's kernels (needed for --quantize-weights, --quantize-grads and zpp), "
+               "and each step's synthetic gradient and optimizer update");
   f.add_string("measured", &opt.measured, "zb_zero results JSON of the same configuration: report each "
                "prediction's error against the measured step");
   int code = driver.parse(argc, argv);
@@ -164,10 +165,10 @@ int main(int argc, char** argv) {
   if (s && any_quantized && !opt.microbatches.empty())
     s = zb::Status::error("--microbatches predicts zb_pipeline's steps, which quantize nothing");
   zb::KernelRates kernels;
-  if (s && any_quantized)
-    s = opt.kernels.empty() ? zb::Status::error("a quantized configuration needs --kernels=FILE (zb_optimizer "
-                                                "--parts=quantize results) to price its quantization kernels")
-                            : zb::KernelRates::load(opt.kernels, &kernels);
+  if (s && any_quantized && opt.kernels.empty())
+    s = zb::Status::error("a quantized configuration needs --kernels=FILE (zb_optimizer --parts=quantize "
+                          "results) to price its quantization kernels");
+  if (s && !opt.kernels.empty()) s = zb::KernelRates::load(opt.kernels, &kernels);
   if (s && opt.explain && !opt.microbatches.empty())
     s = zb::Status::error("--explain lines up zb_zero's steps against their traces; not with --microbatches");
   // Each stage's measured trace, found before MPI starts so that a missing one is bad input.
@@ -289,7 +290,14 @@ int main(int argc, char** argv) {
                 "the sweep\n",
                 opt.exposed_limit * 100);
     if (!kernels.empty())
-      std::printf("# quantization kernels priced at zb_optimizer's rates from %s\n", kernels.file().c_str());
+      std::printf("# kernels priced at zb_optimizer's rates from %s\n", kernels.file().c_str());
+    if (!kernels.prices_step_kernels())
+      std::printf("# the synthetic backward's gradient and the optimizer's update are not priced: give "
+                  "--kernels=FILE (zb_optimizer --parts=kernels)\n");
+    if (sweep.host_cores() > 0)
+      std::printf("# host: %d cores a node, shared by %d ranks' compute and communication; while compute keeps "
+                  "them busy the stream runs at %.2f of its swept speed\n",
+                  sweep.host_cores(), topo.size / topo.nodes, zb::busy_stream_rate(sweep.host_cores(), topo.size / topo.nodes));
     if (topo.nodes > 1 && !tiers.inter.ok())
       std::printf("# links between nodes: the sweep ran on one node, so they take its link's latency\n");
     for (const auto& [stage, o, m] : rows)

@@ -25,15 +25,23 @@ struct ScheduleOp {
   uint64_t seq = 0;
   CollRecord coll{Coll::all_reduce, 0, DType::bf16};
   double seconds = 0;  // idle: how long
-  // A quantization kernel: the elements it reads (quantize, dequantize and amax: the values;
-  // reduce: every input summed) and its format (quant_format_name: "int8", "int4", "fp8").
+  // A kernel the step runs besides --compute: the elements it reads and its format.
+  // - A quantization kernel (quantize, dequantize and amax: the values; reduce: every input
+  //   summed), in quant_format_name's format ("int8", "int4", "fp8").
+  // - backward: the layer's synthetic gradient, in the gradient's dtype ("bf16", "fp32").
+  // - update: the unit's owned parameters, in the optimizer's name ("adam", "momentum").
   double elements = 0;
   std::string format{};
+
+  bool quantization_kernel() const {
+    return kind == Kind::compute && (what == "quantize" || what == "dequantize" || what == "reduce" || what == "amax");
+  }
 };
 
 class ScheduleLog {
  public:
   void compute(const std::string& what, int layer) { ops_.push_back({ScheduleOp::Kind::compute, what, layer}); }
+  // Compute that runs a kernel over `elements` of `format` (see ScheduleOp::elements).
   void kernel(const std::string& what, int unit, const std::string& format, double elements) {
     ScheduleOp op{ScheduleOp::Kind::compute, what, unit};
     op.format = format;

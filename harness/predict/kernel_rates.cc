@@ -9,6 +9,7 @@ namespace zb {
 Status KernelRates::load(const std::string& path, KernelRates* out) {
   Results r;
   ZB_RETURN_IF_ERROR(load_results(path, "--kernels", &r));
+  out->sized_.clear();
   struct Best {
     double params = -1, rate = 0;
     bool bf16 = false;
@@ -17,8 +18,14 @@ Status KernelRates::load(const std::string& path, KernelRates* out) {
   for (const auto& [name, counters] : r.benchmarks) {
     std::string kernel;
     std::map<std::string, std::string> seg = name_segments(name, &kernel);
-    if (kernel != "quantize" && kernel != "dequantize" && kernel != "reduce_requantize") continue;
     auto rate = counters.find("params_per_s");
+    if (kernel == "adam" || kernel == "momentum" || kernel == kSyntheticGradKernel) {
+      double params = 0;
+      if (rate != counters.end() && rate->second > 0 && parse_double(seg["params"], &params) && params > 0)
+        out->sized_[{kernel, seg["grad"]}][params] = rate->second;
+      continue;
+    }
+    if (kernel != "quantize" && kernel != "dequantize" && kernel != "reduce_requantize") continue;
     double params = 0, inputs = 1;
     if (rate == counters.end() || !(rate->second > 0) || !parse_double(seg["params"], &params)) continue;
     if (kernel == "reduce_requantize" && !parse_double(seg["inputs"], &inputs)) continue;
@@ -27,8 +34,9 @@ Status KernelRates::load(const std::string& path, KernelRates* out) {
     // BF16 first (what the step quantizes), then the largest size.
     if (std::pair(bf16, params) > std::pair(b.bf16, b.params)) b = {params, rate->second * inputs, bf16};
   }
-  if (best.empty())
-    return Status::error("--kernels=" + path + ": no quantization kernel in it; run zb_optimizer --parts=quantize");
+  if (best.empty() && out->sized_.empty())
+    return Status::error("--kernels=" + path +
+                         ": no kernel zb_predict prices in it; run zb_optimizer --parts=quantize,kernels");
   out->rates_.clear();
   for (const auto& [key, b] : best) out->rates_[key] = b.rate;
   out->file_ = path;
@@ -45,6 +53,19 @@ double KernelRates::seconds(const ScheduleOp& op, Status* missing) const {
     return 0;
   }
   return op.elements / it->second;
+}
+
+double KernelRates::step_kernel_seconds(const ScheduleOp& op, const std::string& grad) const {
+  if (op.elements <= 0) return 0;
+  // backward's format is the gradient dtype; update's the optimizer.
+  auto it = op.what == "update" ? sized_.find({op.format, grad}) : sized_.find({kSyntheticGradKernel, op.format});
+  if (it == sized_.end() || it->second.empty()) return NAN;
+  double best = 0, distance = INFINITY;
+  for (const auto& [params, rate] : it->second) {
+    const double d = std::fabs(std::log(params / op.elements));
+    if (d < distance) distance = d, best = rate;
+  }
+  return op.elements / best;
 }
 
 }  // namespace zb

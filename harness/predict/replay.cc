@@ -1,6 +1,8 @@
 // Recording a step once and replaying it against a sweep.
 #include "harness/predict/replay.h"
 
+#include <algorithm>
+
 #include "harness/predict/link_rate.h"
 #include "harness/predict/pricing.h"
 #include "harness/predict/record.h"
@@ -11,6 +13,7 @@ Status record_zero_step(const ModelSpec& model, const ZeroConfig& config, const 
                         const Topology& topo, RecordedStep* out) {
   out->compute = compute;
   out->topo = topo;
+  out->grad_dtype = dtype_name(config.grad_dtype);
   return record_zero_schedule(model, config, topo, 2, &out->log, &out->traffic);
 }
 
@@ -33,19 +36,44 @@ double kernel_seconds(const RecordedStep& step, const ScheduleOp& op, Status* mi
 
 }  // namespace
 
+ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status* missing) {
+  ComputeCost c;
+  c.layer_busy = step.compute.kind == ComputeSpec::Kind::spin || step.compute.kind == ComputeSpec::Kind::gemm;
+  if (op.quantization_kernel()) {
+    c.kernel_s = kernel_seconds(step, op, missing);
+  } else if (op.what == "idle") {
+    c.layer_s = op.seconds;
+  } else {
+    if (op.what == "forward") c.layer_s = step.compute.seconds;
+    if (op.what == "backward") c.layer_s = 2 * step.compute.seconds;
+    // Kernels zb_optimizer did not time are left out, as before they were priced at all.
+    const double k = step.kernels ? step.kernels->step_kernel_seconds(op, step.grad_dtype) : 0.0;
+    c.kernel_s = std::isfinite(k) ? k : 0.0;
+  }
+  return c;
+}
+
+double busy_stream_rate(int host_cores, int ranks_per_node) {
+  if (host_cores <= 0 || ranks_per_node <= 0) return 1;
+  return std::clamp(double(host_cores - ranks_per_node) / ranks_per_node, 0.0, 1.0);
+}
+
 StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers& tiers, double inter_gbps,
                       Status* missing, std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline) {
   const Pricer pricer(sweep, tiers, step.topo, inter_gbps);
   auto compute_seconds = [&](const ScheduleOp& op) {
-    // What --compute puts in the step; the synthetic backward and the optimizer's update
-    // are not modelled.
-    if (op.elements > 0) return kernel_seconds(step, op, missing);
-    if (op.what == "forward") return step.compute.seconds;
-    if (op.what == "backward") return 2 * step.compute.seconds;
-    return op.what == "idle" ? op.seconds : 0.0;
+    const ComputeCost c = compute_cost(step, op, missing);
+    return c.layer_s + c.kernel_s;
+  };
+  // The kernels run last in an op (a backward's gradient after its layer's compute).
+  HostShare host;
+  host.stream_rate = busy_stream_rate(sweep.host_cores(), step.topo.size / step.topo.nodes);
+  host.busy_seconds = [&](const ScheduleOp& op) {
+    const ComputeCost c = compute_cost(step, op, missing);
+    return c.kernel_s + (c.layer_busy ? c.layer_s : 0.0);
   };
   return predict_step(step.log.ops(), compute_seconds, [&](const CollRecord& c) { return pricer.cost(c, missing); },
-                      spans, timeline);
+                      spans, timeline, host.stream_rate < 1 ? &host : nullptr);
 }
 
 double quantize_seconds(const RecordedStep& step, Status* missing) {
@@ -55,7 +83,7 @@ double quantize_seconds(const RecordedStep& step, Status* missing) {
     if (ops[i].kind == ScheduleOp::Kind::step) last = i;
   double seconds = 0;
   for (size_t i = last; i < ops.size(); ++i)
-    if (ops[i].kind == ScheduleOp::Kind::compute && ops[i].elements > 0) seconds += kernel_seconds(step, ops[i], missing);
+    if (ops[i].quantization_kernel()) seconds += kernel_seconds(step, ops[i], missing);
   return seconds;
 }
 

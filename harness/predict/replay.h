@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "harness/comm/schedule_log.h"
@@ -24,9 +25,26 @@ struct RecordedStep {
   std::vector<CollRecord> traffic;  // the last step's collectives
   ComputeSpec compute;              // a layer's forward; backward twice as long
   Topology topo;
-  // The quantization kernels' rates, for a quantized step's kernels (null: unquantized).
+  // The kernels' rates (zb_optimizer): a quantized step's quantization kernels, and, where
+  // timed, each backward's synthetic gradient and the optimizer's update (null: neither; a
+  // quantized step then cannot be priced, and those two are left out, as 0 s).
   const KernelRates* kernels = nullptr;
+  std::string grad_dtype = "bf16";  // the update's rate is the one timed at this gradient dtype
 };
+
+// What a compute op of the step costs: the seconds --compute gives it, then the seconds of its
+// kernels at their rates (the host's cores busy on a CPU backend).
+struct ComputeCost {
+  double layer_s = 0, kernel_s = 0;
+  bool layer_busy = false;  // --compute computes (spin, gemm) rather than sleeps
+};
+ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status* missing);
+
+// How fast the stream runs while the ranks' compute keeps the host's cores busy, as a fraction
+// of its swept speed: on a CPU backend (`host_cores` per node, 0 on devices) the communication
+// threads run on the cores that `ranks_per_node` busy compute threads leave, one core each at
+// most; 1 on devices.
+double busy_stream_rate(int host_cores, int ranks_per_node);
 
 // Two steps, so the second meets what the first leaves in flight (z1/z2's weight gathers), as
 // a steady-state step does; the prediction is the second's.

@@ -61,8 +61,10 @@ Status load_results(const std::string& path, const std::string& what, Results* o
     return Status::error(what + ": " + path + " is not Google Benchmark JSON");
   Results r;
   if (doc.contains("context") && doc["context"].is_object())
-    for (const auto& [key, value] : doc["context"].items())
+    for (const auto& [key, value] : doc["context"].items()) {
       if (value.is_string()) r.context[key] = value.get<std::string>();
+      else if (value.is_number()) r.context[key] = value.dump();
+    }
   std::map<std::string, std::vector<std::map<std::string, double>>> runs;
   std::map<std::string, std::map<std::string, double>> medians;
   for (const auto& b : doc["benchmarks"]) {

@@ -27,6 +27,7 @@ std::string read_text(const std::string& path) {
 
 struct FileShape {
   int ranks = 0, nodes = 1;
+  int host_cores = 0;  // a CPU backend's cores per node; 0: the collectives ran on devices
 };
 
 // A group's size and tier in a world of `shape`.
@@ -46,6 +47,11 @@ Status load_zb_collectives(const std::string& path, std::vector<SweepSeries>* ou
     return Status::error("--sweep: " + path + " does not say its rank count (context.world_size)");
   if (!parse_int(results.context["nodes"], &nodes) || nodes < 1 || ranks % nodes != 0) nodes = 1;
   shape->ranks = int(ranks), shape->nodes = int(nodes);
+  // On a CPU backend the ranks' communication shares the node's cores with their compute.
+  int64_t cpus = 0;
+  const std::string& backend = results.context["backend"];
+  if ((backend == "mpi" || backend == "gloo") && parse_int(results.context["num_cpus"], &cpus) && cpus > 0)
+    shape->host_cores = int(cpus);
   const std::string& cmd = results.context["command_line"];
   *description = "zb_collectives " + std::string(cmd.find("--timing=per-iter") != std::string::npos ? "per-iter" : "batch") +
                  ", progress " + (cmd.find("--progress=thread") != std::string::npos ? "thread" : "caller");
@@ -151,6 +157,7 @@ Status Sweep::load(const std::string& paths, double handoff_s, Sweep* out) {
   Sweep s;
   ZB_RETURN_IF_ERROR(from_series(std::move(all), first.ranks, first.nodes, handoff_s, &s));
   s.description_ = description;
+  s.host_cores_ = first.host_cores;
   *out = std::move(s);
   return Status::ok();
 }

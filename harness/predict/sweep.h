@@ -53,6 +53,10 @@ class Sweep {
   int ranks() const { return ranks_; }
   int nodes() const { return nodes_; }
   int ranks_per_node() const { return ranks_ / nodes_; }
+  // The first file's cores per node where its collectives ran on a CPU backend (its
+  // communication then shares them with compute: replay.h); 0 on devices or unknown.
+  int host_cores() const { return host_cores_; }
+  void set_host_cores(int cores) { host_cores_ = cores; }  // for tests
   // What was read ("zb_collectives batch, progress thread, serial_s for the hand-off; ...").
   const std::string& description() const { return description_; }
   const std::vector<SweepSeries>& series() const { return series_; }
@@ -75,7 +79,7 @@ class Sweep {
   static Status from_series(std::vector<SweepSeries> series, int ranks, int nodes, double handoff_s, Sweep* out);
 
  private:
-  int ranks_ = 0, nodes_ = 1;
+  int ranks_ = 0, nodes_ = 1, host_cores_ = 0;
   std::string description_;
   std::vector<SweepSeries> series_;
   double default_handoff_s_ = 0;

@@ -174,11 +174,11 @@ Status ZeroStep::forward() {
 
 Status ZeroStep::layer_backward(const Unit& u, int l, const Bf16* weights, void* grad) {
   TraceScope span(&trace_, "backward L" + std::to_string(l), "\"layer\": " + std::to_string(l));
-  if (schedule_) schedule_->compute("backward", l);
-  if (!computing()) return Status::ok();
-  if (layer_compute_) ZB_RETURN_IF_ERROR(layer_compute_->backward(l));
   uint64_t off = layout_.layer_offset[size_t(l)] - u.offset;
   uint64_t end = l + 1 < u.end_layer ? layout_.layer_offset[size_t(l) + 1] - u.offset : u.params;
+  if (schedule_) schedule_->kernel("backward", l, dtype_name(config_.grad_dtype), double(end - off));
+  if (!computing()) return Status::ok();
+  if (layer_compute_) ZB_RETURN_IF_ERROR(layer_compute_->backward(l));
   return compute_.synthetic_grad(weights + off, state_->grad_at(grad, off), config_.grad_dtype, end - off,
                                  u.offset + off, place_.rank, place_.ranks, state_->step());
 }
@@ -244,7 +244,8 @@ Status ZeroStep::optimizer() {
 Status ZeroStep::update_unit(size_t i) {
   const Unit& u = layout_.units[i];
   TraceScope span(&trace_, "optimizer U" + std::to_string(i), "\"unit\": " + std::to_string(i));
-  if (schedule_) schedule_->compute("update", int(i));
+  if (schedule_)
+    schedule_->kernel("update", int(i), optimizer_name(config_.optimizer.kind), double(state_->owned_count(u)));
   if (!computing()) return Status::ok();
   return state_->update(u, 1.0f / float(place_.ranks));
 }

@@ -1,12 +1,17 @@
 // The predictor's pieces on synthetic data: the collective model reproduces an alpha-beta
 // sweep exactly and flags extrapolation; nccl-tests' -J JSON is read into known times; the
-// replay of a logged step gives hand-computed times.
+// replay of a logged step gives hand-computed times, with the stream slowed where compute
+// keeps a shared host busy; the step's own kernels are priced at zb_optimizer's rates.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include "harness/predict/coll_model.h"
+#include "harness/predict/kernel_rates.h"
 #include "harness/predict/nccl_tests.h"
+#include "harness/predict/replay.h"
 #include "harness/predict/simulate.h"
 #include "harness/predict/sweep.h"
 
@@ -213,6 +218,89 @@ TEST(Simulate, OnlyTheLastStepCountsAndCollectivesQueue) {
   EXPECT_DOUBLE_EQ(p.stream_s, 1.0);
   EXPECT_DOUBLE_EQ(p.step_s, 6.0);
   EXPECT_EQ(p.collectives, 1);
+}
+
+TEST(Simulate, ComputeThatKeepsASharedHostBusySlowsTheStream) {
+  // Each backward sleeps 1 s, then computes 1 s on the host. A 3 s reduction issued after the
+  // first runs 1 s under the second's sleep; while the host computes it runs at the rate
+  // given; then the optimizer's wait blocks until it ends.
+  ScheduleLog log;
+  log.step();
+  log.compute("backward", 1);
+  log.issue(1, coll(3));
+  log.compute("backward", 0);
+  log.wait(1);
+  auto busy = [](const ScheduleOp& op) { return op.what == "backward" ? 1.0 : 0.0; };
+  auto run = [&](double rate, std::vector<OpTiming>* timeline) {
+    HostShare host{busy, rate};
+    return predict_step(
+        log.ops(), [](const ScheduleOp&) { return 2.0; },
+        [](const CollRecord& c) { return CollCost{double(c.count), 0, false}; }, nullptr, timeline, &host);
+  };
+  std::vector<OpTiming> timeline;
+  StepPrediction stopped = run(0, &timeline);
+  EXPECT_DOUBLE_EQ(stopped.exposed_s, 2.0);  // 2 s of it left at t=4: blocked until t=6
+  EXPECT_DOUBLE_EQ(stopped.step_s, 6.0);
+  EXPECT_DOUBLE_EQ(stopped.stream_s, 3.0);  // its swept time: the pause is not its work
+  EXPECT_DOUBLE_EQ(stopped.comm_s, 3.0);    // no compute, nothing to share the host with
+  ASSERT_EQ(timeline.size(), 4u);
+  EXPECT_EQ(timeline[1].kind, ScheduleOp::Kind::issue);
+  EXPECT_DOUBLE_EQ(timeline[1].start_s, 2.0);
+  EXPECT_DOUBLE_EQ(timeline[1].end_s, 6.0);
+  // At half speed the busy second does half a second's work: 1.5 s left at t=4.
+  EXPECT_DOUBLE_EQ(run(0.5, nullptr).exposed_s, 1.5);
+  // At full speed the host is not shared: as without it, 2 to 5.
+  EXPECT_DOUBLE_EQ(run(1, nullptr).exposed_s, 1.0);
+  EXPECT_DOUBLE_EQ(replay(log).exposed_s, 1.0);
+}
+
+TEST(Simulate, TheStreamSlowsOnlyWhereTheRanksComputeLeavesTooFewCores) {
+  // Each rank's communication thread takes a core its compute leaves idle.
+  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 2), 0.0);   // 2 cores, both computing
+  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 4), 0.0);   // oversubscribed
+  EXPECT_DOUBLE_EQ(busy_stream_rate(6, 4), 0.5);   // 2 free cores for 4 threads
+  EXPECT_DOUBLE_EQ(busy_stream_rate(96, 8), 1.0);  // a core each and more
+  EXPECT_DOUBLE_EQ(busy_stream_rate(0, 8), 1.0);   // on devices the host is not shared
+}
+
+TEST(KernelRates, TheStepsOwnKernelsArePricedAtTheSizeTimedNearestTheirs) {
+  const std::string path = write_temp("zb_step_kernels.json", R"({"context": {}, "benchmarks": [
+      {"name": "adam/params:262144/grad:bf16/impl:cpu", "params_per_s": 1e8},
+      {"name": "adam/params:1048576/grad:bf16/impl:cpu", "params_per_s": 4e8},
+      {"name": "adam/params:1048576/grad:fp32/impl:cpu", "params_per_s": 2e8},
+      {"name": "synthetic_grad/params:1048576/grad:bf16/impl:cpu", "params_per_s": 5e8}]})");
+  KernelRates rates;
+  ASSERT_TRUE(KernelRates::load(path, &rates));
+  EXPECT_TRUE(rates.prices_step_kernels());
+  auto op = [](const char* what, const char* format, double elements) {
+    ScheduleOp o{ScheduleOp::Kind::compute, what, 0};
+    o.format = format, o.elements = elements;
+    return o;
+  };
+  // 400000 parameters lie nearer 262144 than 1048576 (by their ratio): 4e-3 s at 1e8 a second.
+  EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("update", "adam", 4e5), "bf16"), 4e-3);
+  EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("update", "adam", 8e5), "bf16"), 2e-3);
+  EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("update", "adam", 8e5), "fp32"), 4e-3);
+  EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("backward", "bf16", 1e6), "bf16"), 2e-3);
+  EXPECT_TRUE(std::isnan(rates.step_kernel_seconds(op("update", "momentum", 1e6), "bf16")));
+  EXPECT_TRUE(std::isnan(rates.step_kernel_seconds(op("backward", "fp32", 1e6), "fp32")));
+
+  // A step's backward is --compute's time, then its gradient on the host; the update its kernel.
+  RecordedStep step;
+  step.compute.kind = ComputeSpec::Kind::sleep;
+  step.compute.seconds = 0.5;
+  step.kernels = &rates;
+  Status missing;
+  ComputeCost back = compute_cost(step, op("backward", "bf16", 1e6), &missing);
+  EXPECT_DOUBLE_EQ(back.layer_s, 1.0);
+  EXPECT_DOUBLE_EQ(back.kernel_s, 2e-3);
+  EXPECT_FALSE(back.layer_busy);  // a sleep leaves the cores to communication
+  EXPECT_DOUBLE_EQ(compute_cost(step, op("update", "adam", 8e5), &missing).kernel_s, 2e-3);
+  // Without the rates both are left out, as zb_predict says.
+  step.kernels = nullptr;
+  EXPECT_DOUBLE_EQ(compute_cost(step, op("backward", "bf16", 1e6), &missing).kernel_s, 0.0);
+  EXPECT_TRUE(missing);
+  std::remove(path.c_str());
 }
 
 }  // namespace

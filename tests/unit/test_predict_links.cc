@@ -351,19 +351,26 @@ TEST(QuantizedBeatsBelow, TheRecordedStepLogsEachKernelWithItsElements) {
   ASSERT_TRUE(modelled_topology(4, 4, &topo));
   RecordedStep step;
   ASSERT_TRUE(record_zero_step(model, config, ComputeSpec{}, topo, &step));
-  double quantized = 0, dequantized = 0;
+  double quantized = 0, dequantized = 0, gradients = 0, updated = 0;
   size_t last = 0;
   for (size_t i = 0; i < step.log.ops().size(); ++i)
     if (step.log.ops()[i].kind == ScheduleOp::Kind::step) last = i;
   for (size_t i = last; i < step.log.ops().size(); ++i) {
     const ScheduleOp& o = step.log.ops()[i];
-    if (o.elements == 0) continue;
+    if (o.what == "backward" || o.what == "update") {
+      EXPECT_EQ(o.format, o.what == "backward" ? "bf16" : "adam");
+      (o.what == "backward" ? gradients : updated) += o.elements;
+    }
+    if (!o.quantization_kernel()) continue;
     EXPECT_EQ(o.format, "int8") << o.what;
     (o.what == "quantize" ? quantized : dequantized) += o.elements;
   }
   const double psi = double(model.params());
   EXPECT_DOUBLE_EQ(quantized, 2 * psi / 4);
   EXPECT_DOUBLE_EQ(dequantized, 2 * psi);
+  // Besides them, backward writes every gradient and the update covers the rank's quarter.
+  EXPECT_DOUBLE_EQ(gradients, psi);
+  EXPECT_DOUBLE_EQ(updated, psi / 4);
 }
 
 }  // namespace
