@@ -32,6 +32,9 @@ def table_argv(label, size="default", drop=()):
 SWEEP = table_argv("predict_sweep")
 ZERO = table_argv("zero", drop=("--trace",))
 PREDICTED = table_argv("predict", drop=("--sweep",))
+# The kernels' rates as the default run takes them (zb_predict --kernels prices each backward's
+# synthetic gradient and the optimizer's update with them).
+KERNEL_RATES = table_argv("quantize_rates")
 # The issue's configuration for exposure by cause: 16 layers, 2 MiB buckets, 5 ms per layer.
 CAUSES_MODEL = ["--params=16e6", "--layers=16", "--bucket-mb=2"]
 # The cluster tables: links that set the time, compute that hides most of it.
@@ -87,28 +90,41 @@ def within(comm_err, exposed_err, exposed_err_s, exposed_measured_s):
 
 
 def one_node(a, tmp):
-    """Median over --reps of comm_error and exposed_error per stage, at each rank count."""
-    print("| ranks | stage | comm_error | exposed_error | exposed_error_s (ms) | exposed measured (ms) | within |")
-    print("|---|---|---|---|---|---|---|")
+    """Median over --reps of comm_error and exposed_error per stage, at each rank count: as the
+    predictor was (--compute alone), and with the step's own kernels priced (--kernels)."""
+    print("| ranks | stage | comm_error | exposed_error | exposed_error_s (ms) | exposed measured (ms) | within "
+          "| with kernels: exposed_error | exposed_error_s (ms) | step_error | within |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for ranks in a.ranks:
         errs = {s: [] for s in STAGES}
         for rep in range(a.reps):
-            sweep, zero, pred = (os.path.join(tmp, f"{n}_{ranks}_{rep}.json") for n in ("sweep", "zero", "predict"))
+            sweep, zero, rates = (os.path.join(tmp, f"{n}_{ranks}_{rep}.json") for n in ("sweep", "zero", "rates"))
             run(a.bin, ranks, "zb_collectives", [*SWEEP, f"--json={sweep}"])
             run(a.bin, ranks, "zb_zero", [*ZERO, "--no-check", f"--json={zero}"])
-            run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", *PREDICTED, f"--measured={zero}", f"--json={pred}"])
-            for stage, b in rows(pred).items():
+            run(a.bin, ranks, "zb_optimizer", [*KERNEL_RATES, f"--json={rates}"])
+            got = []
+            for kernels in ([], [f"--kernels={rates}"]):
+                pred = os.path.join(tmp, f"predict_{ranks}_{rep}_{len(kernels)}.json")
+                run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", *PREDICTED, *kernels, f"--measured={zero}",
+                                             f"--json={pred}"])
+                got.append(rows(pred))
+            measured = rows(zero)
+            for stage in got[0]:
+                b, k = got[0][stage], got[1][stage]
                 errs[stage].append((b["comm_error"], b["exposed_error"], b["exposed_error_s"],
-                                    b["exposed_comm_s_measured"]))
+                                    b["exposed_comm_s_measured"], k["exposed_error"], k["exposed_error_s"],
+                                    k["step_s_predicted"] / measured[stage]["step_s"] - 1))
         for stage in STAGES:
             if not errs[stage]:
                 continue
-            med = [statistics.median(e[i] for e in errs[stage]) for i in range(4)]
-            comm_ok, exposed_ok = within(*med)
-            verdict = "yes" if comm_ok and exposed_ok else ("comm" if not comm_ok else "") + (
-                " exposed" if not exposed_ok else "")
+            med = [statistics.median(e[i] for e in errs[stage]) for i in range(7)]
+            verdicts = []
+            for exposed, exposed_s in ((med[1], med[2]), (med[4], med[5])):
+                comm_ok, exposed_ok = within(med[0], exposed, exposed_s, med[3])
+                verdicts.append("yes" if comm_ok and exposed_ok else (
+                    ("comm" if not comm_ok else "") + (" exposed" if not exposed_ok else "")).strip())
             print(f"| {ranks} | {stage} | {med[0]:+.1%} | {med[1]:+.1%} | {med[2] * 1e3:+.3f} | {med[3] * 1e3:.3f} "
-                  f"| {verdict.strip()} |")
+                  f"| {verdicts[0]} | {med[4]:+.1%} | {med[5] * 1e3:+.3f} | {med[6]:+.1%} | {verdicts[1]} |")
 
 
 def bucket_s(sweep_path, op, nbytes):
