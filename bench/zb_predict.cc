@@ -294,10 +294,11 @@ int main(int argc, char** argv) {
     if (!kernels.prices_step_kernels())
       std::printf("# the synthetic backward's gradient and the optimizer's update are not priced: give "
                   "--kernels=FILE (zb_optimizer --parts=kernels)\n");
+    const int per_node = topo.size / topo.nodes;
     if (sweep.host_cores() > 0)
       std::printf("# host: %d cores a node, shared by %d ranks' compute and communication; while compute keeps "
                   "them busy the stream runs at %.2f of its swept speed\n",
-                  sweep.host_cores(), topo.size / topo.nodes, zb::busy_stream_rate(sweep.host_cores(), topo.size / topo.nodes));
+                  sweep.host_cores(), per_node, zb::busy_stream_rate(sweep.host_cores(), per_node));
     if (topo.nodes > 1 && !tiers.inter.ok())
       std::printf("# links between nodes: the sweep ran on one node, so they take its link's latency\n");
     for (const auto& [stage, o, m] : rows)
