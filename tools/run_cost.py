@@ -228,9 +228,10 @@ class Model:
             for p in size_sweep(f.number("min-params", 2 ** 20), f.number("max-params", self.m["optimizer_max_params"]),
                                 f.number("step-factor", 4)):
                 foot = p * ADAM_BYTES
-                # Each optimizer's update, and the synthetic gradient, per gradient dtype.
-                out.append(((kinds + 1) * grads,
-                            steps * c["kernel_passes"] * foot / mem + 2 * foot / mem + self.m["bench_s"]))
+                out.append((kinds * grads, steps * c["kernel_passes"] * foot / mem + 2 * foot / mem + self.m["bench_s"]))
+                # The synthetic gradient per gradient dtype: it reads the BF16 weight, writes the gradient.
+                foot = p * (2 + GRAD_BYTES)
+                out.append((grads, steps * c["kernel_passes"] * foot / mem + 2 * foot / mem + self.m["bench_s"]))
         if "quantize" in parts:
             for p in size_sweep(f.number("min-params", 2 ** 20), f.number("max-params", self.m["optimizer_max_params"]),
                                 f.number("step-factor", 4)):

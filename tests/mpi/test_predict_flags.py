@@ -72,7 +72,7 @@ PREDICT = [
     (["--sweep=SWEEP", "--stages=zpp"], "needs --kernels=FILE"),              # zpp always quantizes
     (["--sweep=SWEEP", "--stages=z3", "--quantize-weights=int8"], "needs --kernels=FILE"),
     (["--sweep=SWEEP", "--stages=z3", "--quantize-grads=int4", "--kernels=/no/such.json"], "/no/such.json"),
-    (["--sweep=SWEEP", "--stages=z3", "--quantize-weights=fp8", "--kernels=SWEEP"], "no quantization kernel"),
+    (["--sweep=SWEEP", "--stages=z3", "--quantize-weights=fp8", "--kernels=SWEEP"], "no kernel zb_predict prices"),
     (["--sweep=SWEEP", "--stages=z2", "--quantize-grads=int4", "--microbatches=2"], "quantize nothing"),
     (["--sweep=SWEEP", "--explain"], "give --measured"),
     (["--sweep=SWEEP", "--explain", "--measured=NOTRACE", "--stages=dp"], "names no trace of dp"),

@@ -95,7 +95,8 @@ def test_the_plan_then_progress_then_estimate_beside_actual(stubs, tmp_path):
     runs = {x["name"]: x for x in m["runs"]}
     assert runs["zero"]["benchmarks_done"] == 2 and runs["zero"]["benchmarks_planned"] == 6
     assert runs["zero_wire"]["settings"].startswith("--mca btl tcp,self")
-    assert runs["predict"]["command"].endswith(f"--measured={out}/zero.json")
+    # Each optional file the earlier runs wrote adds its flag: the measured step, the kernels' rates.
+    assert runs["predict"]["command"].endswith(f"--measured={out}/zero.json --kernels={out}/quantize_rates.json")
     assert m["hardware"]["host_memory_bytes"] > 0 and m["hardware"]["gpus"] == []
 
     # The next run of the same kind scales its estimate by what this one found (clamped).
