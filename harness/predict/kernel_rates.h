@@ -41,13 +41,9 @@ class KernelRates {
   const std::string& file() const { return file_; }
 
   // For tests: a rate set by hand (kernel as zb_optimizer names it: quantize, dequantize,
-  // reduce_requantize; or, at `params`, adam, momentum or synthetic_grad, whose format is
-  // the gradient dtype).
+  // reduce_requantize).
   void set(const std::string& kernel, const std::string& format, double elements_per_s) {
     rates_[{kernel, format}] = elements_per_s;
-  }
-  void set_sized(const std::string& kernel, const std::string& grad, double params, double elements_per_s) {
-    sized_[{kernel, grad}][params] = elements_per_s;
   }
 
  private:

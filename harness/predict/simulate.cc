@@ -37,7 +37,6 @@ class Replay {
  private:
   struct InFlight {
     uint64_t seq;
-    CollRecord coll;
     double ready, left, handoff_s;  // may start at `ready`; `left` seconds of swept work
     int generation;  // the step whose drawing holds it
     double start = -1;
@@ -72,14 +71,13 @@ class Replay {
     // on CPUs; on GPUs the collective waits for that compute on its stream).
     double ready = clock_;
     if (c.wake_s > 0 && queue_.empty() && clock_ - comm_free_ >= c.wake_after_s) ready += c.wake_s;
-    InFlight f{op.seq, op.coll, ready, c.seconds, c.handoff_s, generation_};
+    InFlight f{op.seq, ready, c.seconds, c.handoff_s, generation_};
     f.span = spans.size();
     span(collective_label(op.coll), Track::comm, ready, ready,
          "\"bytes\": " + std::to_string(op.coll.bytes()) + ", \"seq\": " + std::to_string(op.seq));
     f.placed = timeline.size();
     place(op, clock_, ready, ready);
     queue_.push_back(f);
-    last_issued_ = op.seq;
     p_.stream_s += c.seconds;
     p_.collectives += 1;
     p_.extrapolated = p_.extrapolated || c.extrapolated;
@@ -90,8 +88,7 @@ class Replay {
     // Collectives complete in order: waiting for number seq is waiting for the last issued at
     // or before it. Compute is blocked meanwhile, so the stream runs at its full speed.
     const double from = clock_;
-    const uint64_t target = std::min(op.seq, last_issued_);
-    while (!queue_.empty() && queue_.front().seq <= target) drain(std::numeric_limits<double>::infinity(), 1, true);
+    while (!queue_.empty() && queue_.front().seq <= op.seq) drain(std::numeric_limits<double>::infinity(), 1, true);
     auto it = done_.upper_bound(op.seq);
     if (it != done_.begin()) {
       const Done& d = std::prev(it)->second;
@@ -158,7 +155,6 @@ class Replay {
   const bool draw_;
   double clock_ = 0, cursor_ = 0, comm_free_ = 0, step_start_ = 0;
   int generation_ = 0;
-  uint64_t last_issued_ = 0;
   std::deque<InFlight> queue_;
   std::map<uint64_t, Done> done_;  // collective number -> when it completed, what a blocked wait adds
   StepPrediction p_;

@@ -56,7 +56,6 @@ class Sweep {
   // The first file's cores per node where its collectives ran on a CPU backend (its
   // communication then shares them with compute: replay.h); 0 on devices or unknown.
   int host_cores() const { return host_cores_; }
-  void set_host_cores(int cores) { host_cores_ = cores; }  // for tests
   // What was read ("zb_collectives batch, progress thread, serial_s for the hand-off; ...").
   const std::string& description() const { return description_; }
   const std::vector<SweepSeries>& series() const { return series_; }
