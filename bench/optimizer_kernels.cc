@@ -72,6 +72,11 @@ Status kernel_against_limit(Run& run, Compute& compute, const KernelUnderTest& k
   }
   out->frac = out->gbps / out->limit_gbps;
   out->params_per_s = n / out->kernel_s;
+  // What the fastest rank saves of the slowest rank's time, each at its own median: ranks run
+  // the step's kernels as they run these, side by side on the host's cores, and a rank that is
+  // steadily faster runs that much further ahead of the others with every kernel (zb_predict).
+  const Timing& k_t = paired[0];
+  out->rank_spread = k_t.slowest_rank_median_s > 0 ? 1 - k_t.fastest_rank_median_s / k_t.slowest_rank_median_s : 0;
   run.state().SetLabel("limit: " + out->limit_pattern);
   run.counter("ranks", run.driver().size());
   run.counter("threads", gpu ? 0 : threads);
@@ -82,6 +87,7 @@ Status kernel_against_limit(Run& run, Compute& compute, const KernelUnderTest& k
   run.counter("GBps", out->gbps);
   run.counter("limit_GBps", out->limit_gbps);
   run.counter("frac_of_limit", out->frac);
+  run.counter("rank_spread", out->rank_spread);
   return Status::ok();
 }
 

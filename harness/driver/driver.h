@@ -29,6 +29,9 @@ struct Timing {
   double median_s = 0;          // robust to the odd slow iteration of a shared machine
   double p99_s = 0;             // nearest rank; for a batch the mean
   double write_bytes = -1;      // this rank's socket write bytes per iteration; -1 unknown
+  // Each rank's own median, the fastest and the slowest rank's: a rank that is steadily
+  // faster than another (its core shared less) drifts ahead of it through a step.
+  double fastest_rank_median_s = 0, slowest_rank_median_s = 0;
   // The side samples the iterations reported (Run::sample), each reduced as the times are:
   // the worst rank's value of each timed iteration, then their median.
   std::map<std::string, double> sides;

@@ -41,6 +41,9 @@ struct Run::Samples {
     std::vector<double> all = local;
     for (const auto& [name, side] : sides)
       for (double v : side.second) all.push_back(side.first == Worst::min ? -v : v);
+    const double own = local.empty() ? 0 : median(local);
+    all.push_back(own);
+    all.push_back(-own);
     ZB_RETURN_IF_ERROR(d.max_over_ranks(&all));
     Timing t;
     t.iterations = int64_t(local.size());
@@ -63,6 +66,8 @@ struct Run::Samples {
       t.median_s = median(t.times);
       t.p99_s = quantile(t.times, 0.99);
     }
+    t.slowest_rank_median_s = all[all.size() - 2];
+    t.fastest_rank_median_s = -all.back();
     t.write_bytes = counted && n ? double(writes) / double(n) : -1;
     *out = std::move(t);
     return Status::ok();

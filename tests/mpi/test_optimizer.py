@@ -85,6 +85,7 @@ def test_kernel_benchmarks_report_bandwidth_against_the_fastest_probe():
         assert all(math.isfinite(p) and p > 0 for p in probes), name
         assert b["limit_GBps"] == max(probes), name
         assert b["label"] == "limit: " + ("copy", "copy_plain", "triad", "rmw")[probes.index(max(probes))]
+        assert b["rank_spread"] == 0, name  # one rank is its own fastest and slowest
     assert "limit GB/s" in proc.stdout
 
 
@@ -124,6 +125,8 @@ def test_quantization_kernels_report_bandwidth_against_the_fastest_probe(np):
         assert b["frac_of_limit"] == pytest.approx(b["GBps"] / b["limit_GBps"])
         probes = [b[f"{p}_GBps"] for p in ("copy", "copy_plain", "triad", "rmw")]
         assert b["limit_GBps"] == max(probes), name
+        # What the fastest rank's median saves of the slowest's: none with one rank.
+        assert (b["rank_spread"] == 0) if np == 1 else (0 <= b["rank_spread"] < 1), name
     assert "quantization kernels" in proc.stdout and "reduce_requantize" in proc.stdout
 
 
