@@ -82,6 +82,7 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, PredictOutcome
   run.counter("compute_s_predicted", p.compute_s);
   run.counter("comm_s_predicted", p.comm_s);
   run.counter("exposed_comm_s_predicted", p.exposed_s);
+  run.counter("skew_wait_s_predicted", p.skew_wait_s);
   run.counter("extrapolated", p.extrapolated ? 1 : 0);
   run.counter("modelled", p.modelled ? 1 : 0);
   if (std::isfinite(setup.link_gbps)) run.counter("link_gbps", setup.link_gbps);
@@ -100,6 +101,7 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, PredictOutcome
     const double comm = measured("comm_s"), exposed = measured("exposed_comm_s");
     run.counter("comm_s_measured", comm);
     run.counter("exposed_comm_s_measured", exposed);
+    run.counter("skew_wait_s_measured", measured("skew_wait_s"));
     run.counter("comm_error", p.comm_s / comm - 1);
     run.counter("exposed_error", p.exposed_s / exposed - 1);
     run.counter("exposed_error_s", p.exposed_s - exposed);
@@ -107,7 +109,7 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, PredictOutcome
   if (!setup.explain_trace.empty()) {
     MeasuredStep m;
     ZB_RETURN_IF_ERROR(read_measured_step(setup.explain_trace, -1, &m));
-    const Explanation x = explain(timeline, m, setup.sweep->handoff_s(Coll::all_reduce));
+    const Explanation x = explain(timeline, m, setup.sweep->handoff_s(Coll::all_reduce), &p);
     out->explanation = x.table + "# " + x.causes + "\n";
     run.counter("explain_compute_s", x.compute_s);
     run.counter("explain_collective_s", x.collective_s);

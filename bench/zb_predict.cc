@@ -270,35 +270,40 @@ int main(int argc, char** argv) {
                   opt.node_links ? (std::to_string(opt.node_links) + " per node").c_str() : "one per rank",
                   tiers.sharing(topo.local_size));
     zb::Table table({"stage", "collectives", "comm(ms)", "measured", "compute(ms)", "exposed(ms)", "measured",
-                     "step(ms)", "required Gbit/s", "beats plain below Gbit/s", "extrapolated", "modelled"});
+                     "skew(ms)", "measured", "step(ms)", "required Gbit/s", "beats plain below Gbit/s", "extrapolated", "modelled"});
     for (const auto& [stage, o, m] : rows) {
       const zb::StepPrediction& p = o.p;
       auto at = [&](const char* key) { return m && m->count(key) ? m->at(key) * 1e3 : NAN; };
       table.add_row({stage, std::to_string(p.collectives), zb::fmt(p.comm_s * 1e3, 3), zb::fmt(at("comm_s"), 3),
                      zb::fmt(p.compute_s * 1e3, 3), zb::fmt(p.exposed_s * 1e3, 3), zb::fmt(at("exposed_comm_s"), 3),
-                     zb::fmt(p.step_s * 1e3, 3), zb::fmt(o.required_link_gbps, 3),
+                     zb::fmt(p.skew_wait_s * 1e3, 3), zb::fmt(at("skew_wait_s"), 3), zb::fmt(p.step_s * 1e3, 3), zb::fmt(o.required_link_gbps, 3),
                      std::isnan(o.beats_unquantized_below_gbps) ? "-" : zb::fmt(o.beats_unquantized_below_gbps, 3),
                      p.extrapolated ? "yes" : "no",
                      p.modelled ? "yes" : "no"});
     }
     table.print(stdout);
     std::printf("# comm: the step replayed with no compute, its waits and hand-offs included (zb_zero's comm_s); "
-                "exposed: time compute waits for communication in the replay; required: the slowest link between "
+                "exposed: time compute waits for communication in the replay (the rank that waits longest); skew: "
+                "of that, waiting for the slowest rank to issue; required: the slowest link between "
                 "nodes that keeps exposed communication within %g%% of the step (n/a on one node); beats plain: "
                 "the link rate below which a quantized configuration's step is faster than its stage "
                 "unquantized; modelled: some collective priced from a tier's fitted link rather than read off "
                 "the sweep\n",
                 opt.exposed_limit * 100);
     if (!kernels.empty())
-      std::printf("# kernels priced at zb_optimizer's rates from %s\n", kernels.file().c_str());
+      std::printf("# kernels priced at zb_optimizer's rates from %s; the fastest rank runs them in %.1f%% less "
+                  "time than the slowest (rank_spread), so it runs ahead and waits longer\n",
+                  kernels.file().c_str(), kernels.rank_spread() * 100);
     if (!kernels.prices_step_kernels())
       std::printf("# the synthetic backward's gradient and the optimizer's update are not priced: give "
                   "--kernels=FILE (zb_optimizer --parts=kernels)\n");
     const int per_node = topo.size / topo.nodes;
     if (sweep.host_cores() > 0)
       std::printf("# host: %d cores a node, shared by %d ranks' compute and communication; while compute keeps "
-                  "them busy the stream runs at %.2f of its swept speed\n",
-                  sweep.host_cores(), per_node, zb::busy_stream_rate(sweep.host_cores(), per_node));
+                  "them busy the stream runs at %.2f of its swept speed, at %.2f where half the ranks compute "
+                  "(the others behind or ahead)\n",
+                  sweep.host_cores(), per_node, zb::busy_stream_rate(sweep.host_cores(), per_node),
+                  zb::busy_stream_rate(sweep.host_cores(), per_node, (per_node + 1) / 2));
     if (topo.nodes > 1 && !tiers.inter.ok())
       std::printf("# links between nodes: the sweep ran on one node, so they take its link's latency\n");
     for (const auto& [stage, o, m] : rows)

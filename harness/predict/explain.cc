@@ -79,7 +79,8 @@ std::string ms(double s) {
 
 }  // namespace
 
-Explanation explain(const std::vector<OpTiming>& predicted, const MeasuredStep& m, double handoff_s) {
+Explanation explain(const std::vector<OpTiming>& predicted, const MeasuredStep& m, double handoff_s,
+                    const StepPrediction* whole) {
   Explanation x;
   std::vector<const OpTiming*> compute, issues, waits;
   for (const OpTiming& op : predicted) {
@@ -129,6 +130,7 @@ Explanation explain(const std::vector<OpTiming>& predicted, const MeasuredStep& 
              ms(w.skew_s) + "  " + ms(dur - w.skew_s) + ")\n";
   }
   for (const OpTiming* p : waits) x.exposed_predicted_s += p->end_s - p->start_s;
+  if (whole) x.exposed_predicted_s = whole->exposed_s, x.skew_s -= whole->skew_wait_s;
   x.table = table;
   // The causes, largest first.
   std::vector<std::pair<double, std::string>> causes = {

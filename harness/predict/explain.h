@@ -43,11 +43,14 @@ struct Explanation {
   double compute_s = 0;     // compute the replay leaves out or times otherwise
   double collective_s = 0;  // collectives longer on the stream than the sweep says
   double late_start_s = 0;  // collectives that started after they could have (peers, the thread)
-  double skew_s = 0;        // waits until a late rank had issued (the replay models none)
+  double skew_s = 0;        // waits until a late rank had issued, beyond the replay's skew_wait_s
   double handoff_s = 0;     // blocked waits woken later after their collective than modelled
   std::string table;        // every collective and wait, predicted beside measured
   std::string causes;       // one line: the largest differences, named
 };
-Explanation explain(const std::vector<OpTiming>& predicted, const MeasuredStep& measured, double handoff_s);
+// `predicted` is the slowest rank's timeline; `whole` (optional) the replay's totals, whose
+// exposed and skew waits are the rank that waits longest (RankSkew), as the measured rank is.
+Explanation explain(const std::vector<OpTiming>& predicted, const MeasuredStep& measured, double handoff_s,
+                    const StepPrediction* whole = nullptr);
 
 }  // namespace zb

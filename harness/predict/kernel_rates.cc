@@ -1,7 +1,12 @@
 // Reading the quantization kernels' rates from zb_optimizer results.
 #include "harness/predict/kernel_rates.h"
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "harness/core/parse.h"
+#include "harness/core/stats.h"
 #include "harness/predict/results.h"
 
 namespace zb {
@@ -15,9 +20,12 @@ Status KernelRates::load(const std::string& path, KernelRates* out) {
     bool bf16 = false;
   };
   std::map<std::pair<std::string, std::string>, Best> best;
+  std::vector<double> spreads;
   for (const auto& [name, counters] : r.benchmarks) {
     std::string kernel;
     std::map<std::string, std::string> seg = name_segments(name, &kernel);
+    auto spread = counters.find("rank_spread");
+    if (spread != counters.end() && std::isfinite(spread->second)) spreads.push_back(std::clamp(spread->second, 0.0, 1.0));
     auto rate = counters.find("params_per_s");
     if (kernel == "adam" || kernel == "momentum" || kernel == kSyntheticGradKernel) {
       double params = 0;
@@ -39,6 +47,7 @@ Status KernelRates::load(const std::string& path, KernelRates* out) {
                          ": no kernel zb_predict prices in it; run zb_optimizer --parts=quantize,kernels");
   out->rates_.clear();
   for (const auto& [key, b] : best) out->rates_[key] = b.rate;
+  out->rank_spread_ = spreads.empty() ? 0 : median(spreads);
   out->file_ = path;
   return Status::ok();
 }
@@ -55,7 +64,8 @@ double KernelRates::seconds(const ScheduleOp& op, Status* missing) const {
   return op.elements / it->second;
 }
 
-double KernelRates::step_kernel_seconds(const ScheduleOp& op, const std::string& grad) const {
+double KernelRates::step_kernel_seconds(const ScheduleOp& op, const std::string& grad, double* lag_s) const {
+  if (lag_s) *lag_s = 0;
   if (op.elements <= 0) return 0;
   // backward's format is the gradient dtype; update's the optimizer.
   auto it = op.what == "update" ? sized_.find({op.format, grad}) : sized_.find({kSyntheticGradKernel, op.format});
@@ -65,7 +75,9 @@ double KernelRates::step_kernel_seconds(const ScheduleOp& op, const std::string&
     const double d = std::fabs(std::log(params / op.elements));
     if (d < distance) distance = d, best = rate;
   }
-  return op.elements / best;
+  const double seconds = op.elements / best;
+  if (lag_s) *lag_s = seconds * rank_spread_;
+  return seconds;
 }
 
 }  // namespace zb

@@ -25,6 +25,9 @@ class KernelRates {
   //   (params_per_s x inputs).
   // - The update's (per optimizer and gradient dtype) and the synthetic gradient's (per dtype)
   //   are kept at every size timed: an op is priced at the size nearest its own.
+  // - How much faster the fastest rank runs: the median over every kernel timed of its
+  //   rank_spread (0 where none has one). It is the ranks' cores that differ, not the kernels,
+  //   and one kernel's spread, from a few iterations on a shared machine, is noisy.
   static Status load(const std::string& path, KernelRates* out);
 
   // A logged quantization kernel's seconds: its elements at its kernel and format's rate. The
@@ -33,9 +36,11 @@ class KernelRates {
   double seconds(const ScheduleOp& op, Status* missing) const;
 
   // A logged backward's synthetic gradient or update (schedule_log.h) at its measured rate, at
-  // `grad` dtype for the update; NaN where the file times no such kernel.
-  double step_kernel_seconds(const ScheduleOp& op, const std::string& grad) const;
+  // `grad` dtype for the update; NaN where the file times no such kernel. `lag_s` (optional)
+  // gets what the fastest rank saves of those seconds (rank_spread() times them).
+  double step_kernel_seconds(const ScheduleOp& op, const std::string& grad, double* lag_s = nullptr) const;
 
+  double rank_spread() const { return rank_spread_; }
   bool empty() const { return rates_.empty() && sized_.empty(); }
   bool prices_step_kernels() const { return !sized_.empty(); }
   const std::string& file() const { return file_; }
@@ -50,6 +55,7 @@ class KernelRates {
   std::map<std::pair<std::string, std::string>, double> rates_;  // (kernel, format) -> elements/s
   // (kernel, gradient dtype) -> size timed -> elements/s
   std::map<std::pair<std::string, std::string>, std::map<double, double>> sized_;
+  double rank_spread_ = 0;
   std::string file_;
 };
 

@@ -41,21 +41,25 @@ ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status*
   c.layer_busy = step.compute.kind == ComputeSpec::Kind::spin || step.compute.kind == ComputeSpec::Kind::gemm;
   if (op.quantization_kernel()) {
     c.kernel_s = kernel_seconds(step, op, missing);
+    c.lag_s = step.kernels ? c.kernel_s * step.kernels->rank_spread() : 0.0;
   } else if (op.what == "idle") {
     c.layer_s = op.seconds;
   } else {
     if (op.what == "forward") c.layer_s = step.compute.seconds;
     if (op.what == "backward") c.layer_s = 2 * step.compute.seconds;
     // Kernels zb_optimizer did not time are left out, as before they were priced at all.
-    const double k = step.kernels ? step.kernels->step_kernel_seconds(op, step.grad_dtype) : 0.0;
+    double lag = 0;
+    const double k = step.kernels ? step.kernels->step_kernel_seconds(op, step.grad_dtype, &lag) : 0.0;
     c.kernel_s = std::isfinite(k) ? k : 0.0;
+    c.lag_s = std::isfinite(k) ? lag : 0.0;
   }
   return c;
 }
 
-double busy_stream_rate(int host_cores, int ranks_per_node) {
+double busy_stream_rate(int host_cores, int ranks_per_node, int busy_ranks) {
   if (host_cores <= 0 || ranks_per_node <= 0) return 1;
-  return std::clamp(double(host_cores - ranks_per_node) / ranks_per_node, 0.0, 1.0);
+  if (busy_ranks < 0) busy_ranks = ranks_per_node;
+  return std::clamp(double(host_cores - busy_ranks) / ranks_per_node, 0.0, 1.0);
 }
 
 StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers& tiers, double inter_gbps,
@@ -67,13 +71,20 @@ StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers&
   };
   // The kernels run last in an op (a backward's gradient after its layer's compute).
   HostShare host;
-  host.stream_rate = busy_stream_rate(sweep.host_cores(), step.topo.size / step.topo.nodes);
+  const int per_node = step.topo.size / step.topo.nodes;
+  host.stream_rate = busy_stream_rate(sweep.host_cores(), per_node);
+  // Where the ranks' spells do not overlap (RankSkew), half of them, taken as spread evenly
+  // between the fastest and the slowest, are busy.
+  host.skewed_rate = busy_stream_rate(sweep.host_cores(), per_node, (per_node + 1) / 2);
   host.busy_seconds = [&](const ScheduleOp& op) {
     const ComputeCost c = compute_cost(step, op, missing);
     return c.kernel_s + (c.layer_busy ? c.layer_s : 0.0);
   };
+  // Ranks whose kernels run at different speeds drift apart through the step.
+  RankSkew skew;
+  skew.lag_seconds = [&](const ScheduleOp& op) { return compute_cost(step, op, missing).lag_s; };
   return predict_step(step.log.ops(), compute_seconds, [&](const CollRecord& c) { return pricer.cost(c, missing); },
-                      spans, timeline, host.stream_rate < 1 ? &host : nullptr);
+                      spans, timeline, host.stream_rate < 1 ? &host : nullptr, &skew);
 }
 
 double quantize_seconds(const RecordedStep& step, Status* missing) {

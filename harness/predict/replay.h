@@ -33,18 +33,19 @@ struct RecordedStep {
 };
 
 // What a compute op of the step costs: the seconds --compute gives it, then the seconds of its
-// kernels at their rates (the host's cores busy on a CPU backend).
+// kernels at their rates (the host's cores busy on a CPU backend), and what the fastest rank
+// saves of those (their rank_spread: RankSkew).
 struct ComputeCost {
-  double layer_s = 0, kernel_s = 0;
+  double layer_s = 0, kernel_s = 0, lag_s = 0;
   bool layer_busy = false;  // --compute computes (spin, gemm) rather than sleeps
 };
 ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status* missing);
 
 // How fast the stream runs while the ranks' compute keeps the host's cores busy, as a fraction
 // of its swept speed: on a CPU backend (`host_cores` per node, 0 on devices) the communication
-// threads run on the cores that `ranks_per_node` busy compute threads leave, one core each at
-// most; 1 on devices.
-double busy_stream_rate(int host_cores, int ranks_per_node);
+// threads of `ranks_per_node` ranks run on the cores that `busy_ranks` busy compute threads
+// (default: every rank's) leave, one core each at most; 1 on devices.
+double busy_stream_rate(int host_cores, int ranks_per_node, int busy_ranks = -1);
 
 // Two steps, so the second meets what the first leaves in flight (z1/z2's weight gathers), as
 // a steady-state step does; the prediction is the second's.

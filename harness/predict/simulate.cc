@@ -13,8 +13,9 @@ namespace {
 // engine's clock after each op, so its speed can follow what compute does meanwhile.
 class Replay {
  public:
-  Replay(const std::function<CollCost(const CollRecord&)>& coll_cost, const HostShare* host, bool draw)
-      : coll_cost_(coll_cost), host_(host), draw_(draw) {}
+  Replay(const std::function<CollCost(const CollRecord&)>& coll_cost, const HostShare* host, const RankSkew* skew,
+         bool draw)
+      : coll_cost_(coll_cost), host_(host), skew_(skew), draw_(draw) {}
 
   StepPrediction run(const std::vector<ScheduleOp>& ops,
                      const std::function<double(const ScheduleOp&)>& compute_seconds) {
@@ -37,13 +38,13 @@ class Replay {
  private:
   struct InFlight {
     uint64_t seq;
-    double ready, left, handoff_s;  // may start at `ready`; `left` seconds of swept work
+    double issued, ready, left, handoff_s;  // may start at `ready`; `left` seconds of swept work
     int generation;  // the step whose drawing holds it
     double start = -1;
     size_t span = 0, placed = 0;
   };
   struct Done {
-    double at, handoff_s;
+    double at, handoff_s, issued;  // `issued`: when the slowest rank issued it
   };
 
   void begin_step() {
@@ -56,11 +57,19 @@ class Replay {
 
   void compute(const ScheduleOp& op, double d) {
     const double busy = host_ && host_->busy_seconds ? std::clamp(host_->busy_seconds(op), 0.0, d) : 0.0;
+    // The fastest rank, lead_ ahead, runs its busy spell that much earlier: alone for the lead,
+    // then with the slowest's, which then runs alone for as long (a lead longer than the spell
+    // leaves them apart, drawn here back to back). All of it within this op.
+    const double alone = std::min({lead_, busy, d - busy});
+    lead_ += skew_ && skew_->lag_seconds ? std::clamp(skew_->lag_seconds(op), 0.0, d) : 0.0;
     std::string name = op.what == "update" ? "optimizer U" : op.what + " L";
     span(name + std::to_string(op.layer), Track::compute, clock_, clock_ + d);
     place(op, clock_, clock_, clock_ + d);
-    drain(clock_ + d - busy, 1);
-    drain(clock_ + d, busy > 0 ? host_->stream_rate : 1);
+    const double end = clock_ + d;
+    drain(end - busy - alone, 1);
+    if (alone > 0) drain(end - busy, host_->skewed_rate);
+    drain(end - alone, busy > 0 ? host_->stream_rate : 1);
+    if (alone > 0) drain(end, host_->skewed_rate);
     clock_ += d;
     p_.compute_s += d;
   }
@@ -71,7 +80,7 @@ class Replay {
     // on CPUs; on GPUs the collective waits for that compute on its stream).
     double ready = clock_;
     if (c.wake_s > 0 && queue_.empty() && clock_ - comm_free_ >= c.wake_after_s) ready += c.wake_s;
-    InFlight f{op.seq, ready, c.seconds, c.handoff_s, generation_};
+    InFlight f{op.seq, clock_, ready, c.seconds, c.handoff_s, generation_};
     f.span = spans.size();
     span(collective_label(op.coll), Track::comm, ready, ready,
          "\"bytes\": " + std::to_string(op.coll.bytes()) + ", \"seq\": " + std::to_string(op.seq));
@@ -92,14 +101,19 @@ class Replay {
     auto it = done_.upper_bound(op.seq);
     if (it != done_.begin()) {
       const Done& d = std::prev(it)->second;
-      // Blocked, the waiter is woken only after the collective ends: the hand-off is exposed.
+      // Blocked, a waiter is woken only after the collective ends: the hand-off is exposed. The
+      // fastest rank arrives lead_ earlier; until the slowest issued, it waits for a late rank.
+      const double fast_from = clock_ - lead_, ready = d.at + d.handoff_s;
+      const double fast_to = d.at > fast_from ? ready : fast_from;
+      p_.exposed_s += fast_to - fast_from;
+      p_.skew_wait_s += std::clamp(d.issued - fast_from, 0.0, fast_to - fast_from);
       if (d.at > clock_) {
-        const double ready = d.at + d.handoff_s;
         span("wait", Track::wait, clock_, ready);
-        p_.exposed_s += ready - clock_;
         drain(ready, 1);
         clock_ = ready;
       }
+      // A hand-off can wake the fastest rank after the slowest went on; then neither leads.
+      lead_ = std::max(0.0, clock_ - fast_to);
     }
     place(op, from, from, clock_);
   }
@@ -130,7 +144,7 @@ class Replay {
   }
 
   void finish(const InFlight& f, double end) {
-    done_[f.seq] = {end, f.handoff_s};
+    done_[f.seq] = {end, f.handoff_s, f.issued};
     cursor_ = comm_free_ = end;
     if (f.generation != generation_) return;  // an earlier step's, not drawn
     if (draw_) {
@@ -152,8 +166,10 @@ class Replay {
 
   const std::function<CollCost(const CollRecord&)>& coll_cost_;
   const HostShare* host_;
+  const RankSkew* skew_;
   const bool draw_;
   double clock_ = 0, cursor_ = 0, comm_free_ = 0, step_start_ = 0;
+  double lead_ = 0;  // how far the fastest rank is ahead of the slowest (RankSkew)
   int generation_ = 0;
   std::deque<InFlight> queue_;
   std::map<uint64_t, Done> done_;  // collective number -> when it completed, what a blocked wait adds
@@ -165,8 +181,9 @@ class Replay {
 StepPrediction simulate(const std::vector<ScheduleOp>& ops,
                         const std::function<double(const ScheduleOp&)>& compute_seconds,
                         const std::function<CollCost(const CollRecord&)>& coll_cost,
-                        std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline, const HostShare* host) {
-  Replay r(coll_cost, host, spans || timeline);
+                        std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline, const HostShare* host,
+                        const RankSkew* skew) {
+  Replay r(coll_cost, host, skew, spans || timeline);
   StepPrediction p = r.run(ops, compute_seconds);
   if (spans) *spans = std::move(r.spans);
   if (timeline) *timeline = std::move(r.timeline);
@@ -176,8 +193,9 @@ StepPrediction simulate(const std::vector<ScheduleOp>& ops,
 StepPrediction predict_step(const std::vector<ScheduleOp>& ops,
                             const std::function<double(const ScheduleOp&)>& compute_seconds,
                             const std::function<CollCost(const CollRecord&)>& coll_cost,
-                            std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline, const HostShare* host) {
-  StepPrediction p = simulate(ops, compute_seconds, coll_cost, spans, timeline, host);
+                            std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline, const HostShare* host,
+                            const RankSkew* skew) {
+  StepPrediction p = simulate(ops, compute_seconds, coll_cost, spans, timeline, host, skew);
   p.comm_s = simulate(ops, [](const ScheduleOp&) { return 0.0; }, coll_cost).step_s;
   return p;
 }

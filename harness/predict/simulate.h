@@ -20,7 +20,8 @@ struct StepPrediction {
   double compute_s = 0;  // its compute alone
   double stream_s = 0;   // the communication stream's busy time: the collectives back to back
   double comm_s = 0;     // the step with no compute at all (predict_step; what zb_zero's comm_s times)
-  double exposed_s = 0;  // time compute waited for them
+  double exposed_s = 0;  // time compute waited for them (the rank that waited longest, with RankSkew)
+  double skew_wait_s = 0;  // of that, waiting until the slowest rank had issued what was waited for
   int collectives = 0;
   bool extrapolated = false;  // some collective's time was extrapolated beyond the sweep
   bool modelled = false;      // some collective was priced from a tier's link, not read off the sweep
@@ -58,19 +59,34 @@ struct HostShare {
   std::function<double(const ScheduleOp&)> busy_seconds;
   // The stream's speed meanwhile, as a fraction of its swept speed (0: it stops).
   double stream_rate = 1;
+  // Its speed while only some ranks' busy spells run (RankSkew: the fastest rank's has begun,
+  // the slowest's not yet, or the other way round at its end).
+  double skewed_rate = 1;
+};
+
+// Ranks that run the same compute at different speeds (one core shared more than another).
+// The replay follows the slowest rank, whose issue starts each collective; the fastest gains
+// `lag_seconds(op)` on it with every compute op, so it reaches each wait that much earlier,
+// until a wait that blocks them both lines them up again. The step's exposed communication
+// is then the fastest rank's, as zb_zero reports the rank that waited most. On a shared host
+// the fastest rank's busy spell begins and ends that much earlier than the slowest's: the
+// stream runs at the skewed rate for the lead at each end, and at the rate of every rank busy
+// where both spells overlap.
+struct RankSkew {
+  std::function<double(const ScheduleOp&)> lag_seconds;
 };
 
 // Replays `ops` and returns the prediction for the last step in it (ops from an earlier step
 // set up what the last one meets, such as gathers still in flight). `compute_seconds` gives each
 // compute op's duration, `coll_cost` each collective's, `host` (optional) how compute slows the
-// stream. `spans` (optional) gets the last step's predicted timeline, in seconds from its start,
-// on the tracks of a measured trace; `timeline` (optional) every op of the last step in program
-// order.
+// stream, `skew` (optional) how far the ranks drift apart. `spans` (optional) gets the last
+// step's predicted timeline (the slowest rank's), in seconds from its start, on the tracks of a
+// measured trace; `timeline` (optional) every op of the last step in program order.
 StepPrediction simulate(const std::vector<ScheduleOp>& ops,
                         const std::function<double(const ScheduleOp&)>& compute_seconds,
                         const std::function<CollCost(const CollRecord&)>& coll_cost,
                         std::vector<TraceSpan>* spans = nullptr, std::vector<OpTiming>* timeline = nullptr,
-                        const HostShare* host = nullptr);
+                        const HostShare* host = nullptr, const RankSkew* skew = nullptr);
 
 // simulate(), with comm_s from a second replay of the same ops with every compute op at 0 s:
 // the step of communication alone, its waits and hand-offs included, as zb_zero times comm_s.
@@ -78,6 +94,6 @@ StepPrediction predict_step(const std::vector<ScheduleOp>& ops,
                             const std::function<double(const ScheduleOp&)>& compute_seconds,
                             const std::function<CollCost(const CollRecord&)>& coll_cost,
                             std::vector<TraceSpan>* spans = nullptr, std::vector<OpTiming>* timeline = nullptr,
-                            const HostShare* host = nullptr);
+                            const HostShare* host = nullptr, const RankSkew* skew = nullptr);
 
 }  // namespace zb

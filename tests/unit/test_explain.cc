@@ -66,6 +66,15 @@ TEST(Explain, LinesUpEveryOpAndSumsTheDifferencesByCause) {
   EXPECT_LT(compute, coll);
   EXPECT_LT(coll, skew);
   EXPECT_EQ(x.causes.find("hand-off"), std::string::npos);  // fourth: not named
+
+  // A replay whose faster rank waited 1.7 s, 0.2 s of it for the late one: that rank's exposed
+  // time is the prediction, and only the measured skew beyond 0.2 s is left to explain.
+  StepPrediction whole;
+  whole.exposed_s = 1.7, whole.skew_wait_s = 0.2;
+  const Explanation skewed = explain(predicted, m, 0.5, &whole);
+  EXPECT_NEAR(skewed.exposed_predicted_s, 1.7, 1e-12);
+  EXPECT_NEAR(skewed.skew_s, 0.1, 1e-12);
+  EXPECT_NEAR(skewed.compute_s, 0.6, 1e-12);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The predictor's pieces on synthetic data: the collective model reproduces an alpha-beta
 // sweep exactly and flags extrapolation; nccl-tests' -J JSON is read into known times; the
 // replay of a logged step gives hand-computed times, with the stream slowed where compute
-// keeps a shared host busy; the step's own kernels are priced at zb_optimizer's rates.
+// keeps a shared host busy and a faster rank waiting longer; the step's own kernels are priced
+// at zb_optimizer's rates.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -254,6 +255,65 @@ TEST(Simulate, ComputeThatKeepsASharedHostBusySlowsTheStream) {
   EXPECT_DOUBLE_EQ(replay(log).exposed_s, 1.0);
 }
 
+TEST(Simulate, AFasterRankReachesEachWaitEarlierAndWaitsForTheLateOne) {
+  // Each backward takes 2 s on the slowest rank and 0.5 s less on the fastest. A 1.5 s
+  // reduction issued at t=2 ends at 3.5: the slowest rank reaches its wait at 4 and goes on;
+  // the fastest, 1 s ahead, arrives at 3 and waits 0.5 s, on the wire (it was issued at 2).
+  // Then it leads by 0.5 s. A 1 s gather issued at 4 blocks the slowest until 5; the fastest
+  // arrives at 3.5 and waits 1.5 s, the first 0.5 s of it for the slowest rank to issue.
+  ScheduleLog log;
+  log.step();
+  log.compute("backward", 1);
+  log.issue(1, coll(6));  // in quarter seconds
+  log.compute("backward", 0);
+  log.wait(1);
+  log.issue(2, coll(4));
+  log.wait(2);
+  auto two = [](const ScheduleOp&) { return 2.0; };
+  auto cost = [](const CollRecord& c) { return CollCost{c.count / 4.0, 0, false}; };
+  RankSkew skew{[](const ScheduleOp& op) { return op.what == "backward" ? 0.5 : 0.0; }};
+  StepPrediction p = predict_step(log.ops(), two, cost, nullptr, nullptr, nullptr, &skew);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 2.0);
+  EXPECT_DOUBLE_EQ(p.skew_wait_s, 0.5);
+  EXPECT_DOUBLE_EQ(p.step_s, 5.0);  // the slowest rank's step
+  // Ranks alike: only the slowest rank's 1 s wait for the gather.
+  StepPrediction alike = predict_step(log.ops(), two, cost);
+  EXPECT_DOUBLE_EQ(alike.exposed_s, 1.0);
+  EXPECT_DOUBLE_EQ(alike.skew_wait_s, 0.0);
+  EXPECT_DOUBLE_EQ(alike.step_s, 5.0);
+}
+
+TEST(Simulate, OnASharedHostTheRanksBusySpellsTogetherPauseTheStreamLonger) {
+  // The host-share case above (a 3 s reduction, 1 s of host compute at the end of each 2 s
+  // backward, the stream stopped meanwhile), with the fastest rank 0.25 s ahead after the
+  // first backward: its busy spell starts 0.25 s before the slowest's, so the stream (stopped
+  // while any rank computes) runs only from 2 to 2.75 and has 2.25 s left at t=4, until 6.25.
+  // The fastest rank, 0.5 s ahead by then, waits from 3.5.
+  ScheduleLog log;
+  log.step();
+  log.compute("backward", 1);
+  log.issue(1, coll(3));
+  log.compute("backward", 0);
+  log.wait(1);
+  HostShare host{[](const ScheduleOp& op) { return op.what == "backward" ? 1.0 : 0.0; }, 0, 0};
+  RankSkew skew{[](const ScheduleOp& op) { return op.what == "backward" ? 0.25 : 0.0; }};
+  StepPrediction p = predict_step(
+      log.ops(), [](const ScheduleOp&) { return 2.0; },
+      [](const CollRecord& c) { return CollCost{double(c.count), 0, false}; }, nullptr, nullptr, &host, &skew);
+  EXPECT_DOUBLE_EQ(p.step_s, 6.25);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 2.75);
+  EXPECT_DOUBLE_EQ(p.skew_wait_s, 0.0);  // issued at 2, before either rank waited
+  // Where one rank's spell runs alone the stream goes at half speed: from 2.75 to 3 (the
+  // fastest alone) and 3.75 to 4 (the slowest alone) it does 0.25 s of work, stopping only
+  // from 3 to 3.75 where both compute. 2 s are left at t=4, until 6.
+  host.skewed_rate = 0.5;
+  p = predict_step(
+      log.ops(), [](const ScheduleOp&) { return 2.0; },
+      [](const CollRecord& c) { return CollCost{double(c.count), 0, false}; }, nullptr, nullptr, &host, &skew);
+  EXPECT_DOUBLE_EQ(p.step_s, 6.0);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 2.5);
+}
+
 TEST(Simulate, TheStreamSlowsOnlyWhereTheRanksComputeLeavesTooFewCores) {
   // Each rank's communication thread takes a core its compute leaves idle.
   EXPECT_DOUBLE_EQ(busy_stream_rate(2, 2), 0.0);   // 2 cores, both computing
@@ -261,13 +321,17 @@ TEST(Simulate, TheStreamSlowsOnlyWhereTheRanksComputeLeavesTooFewCores) {
   EXPECT_DOUBLE_EQ(busy_stream_rate(6, 4), 0.5);   // 2 free cores for 4 threads
   EXPECT_DOUBLE_EQ(busy_stream_rate(96, 8), 1.0);  // a core each and more
   EXPECT_DOUBLE_EQ(busy_stream_rate(0, 8), 1.0);   // on devices the host is not shared
+  // With only some ranks computing: 1 of 2 leaves a core for both threads, half speed each.
+  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 2, 1), 0.5);
+  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 4, 2), 0.0);
+  EXPECT_DOUBLE_EQ(busy_stream_rate(6, 4, 2), 1.0);
 }
 
 TEST(KernelRates, TheStepsOwnKernelsArePricedAtTheSizeTimedNearestTheirs) {
   const std::string path = write_temp("zb_step_kernels.json", R"({"context": {}, "benchmarks": [
-      {"name": "adam/params:262144/grad:bf16/impl:cpu", "params_per_s": 1e8},
-      {"name": "adam/params:1048576/grad:bf16/impl:cpu", "params_per_s": 4e8},
-      {"name": "adam/params:1048576/grad:fp32/impl:cpu", "params_per_s": 2e8},
+      {"name": "adam/params:262144/grad:bf16/impl:cpu", "params_per_s": 1e8, "rank_spread": 0.05},
+      {"name": "adam/params:1048576/grad:bf16/impl:cpu", "params_per_s": 4e8, "rank_spread": 0.3},
+      {"name": "adam/params:1048576/grad:fp32/impl:cpu", "params_per_s": 2e8, "rank_spread": 0.1},
       {"name": "synthetic_grad/params:1048576/grad:bf16/impl:cpu", "params_per_s": 5e8}]})");
   KernelRates rates;
   ASSERT_TRUE(KernelRates::load(path, &rates));
@@ -281,7 +345,14 @@ TEST(KernelRates, TheStepsOwnKernelsArePricedAtTheSizeTimedNearestTheirs) {
   EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("update", "adam", 4e5), "bf16"), 4e-3);
   EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("update", "adam", 8e5), "bf16"), 2e-3);
   EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("update", "adam", 8e5), "fp32"), 4e-3);
-  EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("backward", "bf16", 1e6), "bf16"), 2e-3);
+  // The ranks differ by the median of the kernels' spreads, 0.1, whichever kernel runs: the
+  // fastest rank gains 0.2 ms on a 2 ms gradient, and 0.4 ms on a 4 ms update.
+  EXPECT_DOUBLE_EQ(rates.rank_spread(), 0.1);
+  double lag = -1;
+  EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("backward", "bf16", 1e6), "bf16", &lag), 2e-3);
+  EXPECT_DOUBLE_EQ(lag, 2e-4);
+  rates.step_kernel_seconds(op("update", "adam", 4e5), "bf16", &lag);
+  EXPECT_DOUBLE_EQ(lag, 4e-4);
   EXPECT_TRUE(std::isnan(rates.step_kernel_seconds(op("update", "momentum", 1e6), "bf16")));
   EXPECT_TRUE(std::isnan(rates.step_kernel_seconds(op("backward", "fp32", 1e6), "fp32")));
 
@@ -294,6 +365,7 @@ TEST(KernelRates, TheStepsOwnKernelsArePricedAtTheSizeTimedNearestTheirs) {
   ComputeCost back = compute_cost(step, op("backward", "bf16", 1e6), &missing);
   EXPECT_DOUBLE_EQ(back.layer_s, 1.0);
   EXPECT_DOUBLE_EQ(back.kernel_s, 2e-3);
+  EXPECT_DOUBLE_EQ(back.lag_s, 2e-4);
   EXPECT_FALSE(back.layer_busy);  // a sleep leaves the cores to communication
   EXPECT_DOUBLE_EQ(compute_cost(step, op("update", "adam", 8e5), &missing).kernel_s, 2e-3);
   // Without the rates both are left out, as zb_predict says.
