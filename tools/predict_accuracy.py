@@ -89,46 +89,61 @@ def within(comm_err, exposed_err, exposed_err_s, exposed_measured_s):
     return comm_ok, exposed_ok
 
 
+def without_rank_spread(rates, path):
+    """A copy of zb_optimizer's results with every rank_spread dropped: the ranks priced alike."""
+    with open(rates) as f:
+        doc = json.load(f)
+    for b in doc["benchmarks"]:
+        b.pop("rank_spread", None)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
 def one_node(a, tmp):
-    """Median over --reps of comm_error and exposed_error per stage, at each rank count: as the
-    predictor was (--compute alone), and with the step's own kernels priced (--kernels)."""
-    print("| ranks | stage | comm_error | exposed_error | exposed_error_s (ms) | exposed measured (ms) | within "
-          "| with kernels: exposed_error | exposed_error_s (ms) | step_error | within |")
+    """Median over --reps of the errors per stage, at each rank count: the predictor with
+    --compute alone, with the step's own kernels priced (--kernels) but the ranks alike, and
+    with the kernels and the skew between ranks (each kernel's rank_spread)."""
+    print("| ranks | stage | comm_error | exposed measured (ms) | exposed_error: compute alone | kernels "
+          "| kernels and skew | exposed_error_s (ms) | skew measured / predicted (ms) | step_error | within |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for ranks in a.ranks:
         errs = {s: [] for s in STAGES}
         for rep in range(a.reps):
-            sweep, zero, rates = (os.path.join(tmp, f"{n}_{ranks}_{rep}.json") for n in ("sweep", "zero", "rates"))
+            sweep, zero, rates, alike = (os.path.join(tmp, f"{n}_{ranks}_{rep}.json")
+                                         for n in ("sweep", "zero", "rates", "alike"))
             run(a.bin, ranks, "zb_collectives", [*SWEEP, f"--json={sweep}"])
             run(a.bin, ranks, "zb_zero", [*ZERO, "--no-check", f"--json={zero}"])
             run(a.bin, ranks, "zb_optimizer", [*KERNEL_RATES, f"--json={rates}"])
+            without_rank_spread(rates, alike)
             got = []
-            for kernels in ([], [f"--kernels={rates}"]):
-                pred = os.path.join(tmp, f"predict_{ranks}_{rep}_{len(kernels)}.json")
+            for i, kernels in enumerate(([], [f"--kernels={alike}"], [f"--kernels={rates}"])):
+                pred = os.path.join(tmp, f"predict_{ranks}_{rep}_{i}.json")
                 run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", *PREDICTED, *kernels, f"--measured={zero}",
                                              f"--json={pred}"])
                 got.append(rows(pred))
             measured = rows(zero)
             for stage in got[0]:
-                b, k = got[0][stage], got[1][stage]
-                errs[stage].append((b["comm_error"], b["exposed_error"], b["exposed_error_s"],
-                                    b["exposed_comm_s_measured"], k["exposed_error"], k["exposed_error_s"],
-                                    k["step_s_predicted"] / measured[stage]["step_s"] - 1))
+                b, k, s = got[0][stage], got[1][stage], got[2][stage]
+                errs[stage].append((s["comm_error"], s["exposed_comm_s_measured"], b["exposed_error"],
+                                    k["exposed_error"], s["exposed_error"], s["exposed_error_s"],
+                                    s["skew_wait_s_measured"], s["skew_wait_s_predicted"],
+                                    s["step_s_predicted"] / measured[stage]["step_s"] - 1))
         for stage in STAGES:
             if not errs[stage]:
                 continue
-            med = [statistics.median(e[i] for e in errs[stage]) for i in range(7)]
-            verdicts = []
-            for exposed, exposed_s in ((med[1], med[2]), (med[4], med[5])):
-                comm_ok, exposed_ok = within(med[0], exposed, exposed_s, med[3])
-                verdicts.append("yes" if comm_ok and exposed_ok else (
-                    ("comm" if not comm_ok else "") + (" exposed" if not exposed_ok else "")).strip())
-            print(f"| {ranks} | {stage} | {med[0]:+.1%} | {med[1]:+.1%} | {med[2] * 1e3:+.3f} | {med[3] * 1e3:.3f} "
-                  f"| {verdicts[0]} | {med[4]:+.1%} | {med[5] * 1e3:+.3f} | {med[6]:+.1%} | {verdicts[1]} |")
+            med = [statistics.median(e[i] for e in errs[stage]) for i in range(9)]
+            comm_ok, exposed_ok = within(med[0], med[4], med[5], med[1])
+            verdict = "yes" if comm_ok and exposed_ok else (
+                ("comm" if not comm_ok else "") + (" exposed" if not exposed_ok else "")).strip()
+            print(f"| {ranks} | {stage} | {med[0]:+.1%} | {med[1] * 1e3:.3f} | {med[2]:+.1%} | {med[3]:+.1%} "
+                  f"| {med[4]:+.1%} | {med[5] * 1e3:+.3f} | {med[6] * 1e3:.3f} / {med[7] * 1e3:.3f} "
+                  f"| {med[8]:+.1%} | {verdict} |")
 
 
 def bucket_s(sweep_path, op, nbytes):
-    """The sweep's time for one bucket's collective: the swept size nearest `nbytes`."""
+    """The sweep's times for one bucket's collective at the swept size nearest `nbytes`: back
+    to back (real_time), and issued alone to an idle stream and waited for (serial_idle_s), as
+    the step's last reduction meets it."""
     best = None
     for b in json.load(open(sweep_path))["benchmarks"]:
         name = b["name"]
@@ -136,9 +151,10 @@ def bucket_s(sweep_path, op, nbytes):
             continue
         size = int(name.split("bytes:")[1].split("/")[0])
         secs = b["real_time"] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
+        alone = b.get("serial_idle_s", float("nan"))
         if best is None or abs(size - nbytes) < abs(best[0] - nbytes) or (size == best[0] and secs < best[1]):
-            best = (size, secs)
-    return best[1] if best else float("nan")
+            best = (size, secs, alone)
+    return best[1:] if best else (float("nan"), float("nan"))
 
 
 def largest_reduction(trace_path, op):
@@ -154,11 +170,18 @@ def largest_reduction(trace_path, op):
     return max(sizes)
 
 
+# How long the stream idles before the step's last reduction: a layer's backward at 5 ms.
+CAUSES_IDLE_US = 5000
+
+
 def causes(a, tmp):
     """zb_zero's exposed communication by cause at 2 ranks, schedule-keeping sleep and sleep-for,
-    the wire part against one bucket's collective (the sweep's time at the step's bucket size)."""
+    the wire part against one bucket's collective (a sweep at the step's bucket size): back to
+    back, as the issue's bar has it, and issued alone to an idle stream and waited for, as the
+    step's last reduction runs. z3 cannot hide its first gather either, so it is also held
+    against that gather and its last reduction together."""
     print("| compute | stage | overlap_eff | exposed (ms) | skew_wait (ms) | wire_wait (ms) | late rank "
-          "| one bucket (ms) | wire <= 1.2 bucket |")
+          "| one bucket: back to back / alone (ms) | wire <= 1.2 bucket: back to back / alone |")
     print("|---|---|---|---|---|---|---|---|---|")
     per, bucket = {}, {}
     for kind in ("sleep", "sleep-for"):
@@ -173,23 +196,32 @@ def causes(a, tmp):
                 per[kind][stage].append(b)
                 op = "all_reduce" if stage == "dp" else "reduce_scatter"
                 bucket[stage] = (op, largest_reduction(f"{os.path.splitext(trace)[0]}_{stage}.json", op))
+                if stage == "z3":  # its units' gathers are as large as their reductions
+                    bucket["z3 gather"] = ("all_gather", bucket[stage][1])
     # One sweep at each bucket size the steps cut, through the communication thread as they run.
     swept = {}
     for nbytes in sorted({n for _, n in bucket.values()}):
         swept[nbytes] = os.path.join(tmp, f"causes_sweep_{nbytes}.json")
-        run(a.bin, 2, "zb_collectives", ["--progress=thread", f"--min-bytes={nbytes}", f"--max-bytes={nbytes}",
-                                         "--iters=20", "--warmup=3", f"--json={swept[nbytes]}"])
+        run(a.bin, 2, "zb_collectives", ["--progress=thread", "--serial", f"--serial-idle-us={CAUSES_IDLE_US}",
+                                         f"--min-bytes={nbytes}", f"--max-bytes={nbytes}", "--iters=20",
+                                         "--warmup=3", f"--json={swept[nbytes]}"])
     for kind, stages in per.items():
         for stage, bs in stages.items():
             med = {k: statistics.median(b[k] for b in bs) for k in ("overlap_eff", "exposed_comm_s", "skew_wait_s",
                                                                      "wire_wait_s")}
             late = statistics.mode(int(b["late_rank"]) for b in bs)
             op, nbytes = bucket[stage]
-            one = bucket_s(swept[nbytes], op, nbytes)
-            ok = "yes" if med["wire_wait_s"] <= 1.2 * one else "no"
+            one, alone = bucket_s(swept[nbytes], op, nbytes)
+            wire = med["wire_wait_s"]
+            ok = "/".join("yes" if wire <= 1.2 * t else "no" for t in (one, alone))
             print(f"| {kind}:5000 | {stage} | {med['overlap_eff']:.2f} | {med['exposed_comm_s'] * 1e3:.3f} "
-                  f"| {med['skew_wait_s'] * 1e3:.3f} | {med['wire_wait_s'] * 1e3:.3f} | {late} "
-                  f"| {one * 1e3:.3f} ({nbytes / 1e6:g} MB) | {ok} |")
+                  f"| {med['skew_wait_s'] * 1e3:.3f} | {wire * 1e3:.3f} | {late} "
+                  f"| {one * 1e3:.3f} / {alone * 1e3:.3f} ({nbytes / 1e6:g} MB) | {ok} |")
+            if stage == "z3":
+                gop, gbytes = bucket["z3 gather"]
+                floor = alone + bucket_s(swept[gbytes], gop, gbytes)[1]
+                print(f"| {kind}:5000 | z3, against its first gather and last reduction | | | | | "
+                      f"| {floor * 1e3:.3f} alone | {'yes' if wire <= 1.2 * floor else 'no'} |")
 
 
 def on_cluster(nodes, per_node, gbps, work):
