@@ -210,11 +210,16 @@ def _prediction_why(ctx, p, results, off_s, exposed):
                 "more ranks or another node shape than swept)")
     m = _measured_row(results, p.name) if exposed else None
     skew = m.value("skew_wait_s") if m is not None else math.nan
-    if exposed and _finite(skew, off_s) and off_s < 0 and skew >= abs(off_s) / 2:
+    # The model predicts the skew that the kernels' rank_spread makes; older results have none.
+    predicted_skew = p.value("skew_wait_s_predicted")
+    beyond = skew - (predicted_skew if _finite(predicted_skew) else 0.0)
+    if exposed and _finite(beyond, off_s) and off_s < 0 and beyond >= abs(off_s) / 2:
         late = m.value("late_rank")
         who = f" (rank {late:.0f} most often)" if _finite(late) and late >= 0 else ""
+        modelled = (f", {predicted_skew * 1e3:.2f} ms of it predicted from the kernels' `rank_spread`"
+                    if _finite(predicted_skew) and predicted_skew > 0 else "")
         return (f"{skew * 1e3:.2f} ms of the measured exposed time was waiting for a late rank{who} "
-                "(`skew_wait_s`), which the model does not replay")
+                f"(`skew_wait_s`){modelled}: the ranks drifted apart more than their kernels' speeds say")
     if _finite(noise) and noise > tol.PREDICTION_COMM_REL:
         return (f"the sweep's bare calls moved up to {noise:.0%} between two runs of the same call "
                 f"(`bare_repeat_ratio` in {sweep}): this machine's noise is above the bar")
