@@ -221,22 +221,36 @@ TEST(Simulate, OnlyTheLastStepCountsAndCollectivesQueue) {
   EXPECT_EQ(p.collectives, 1);
 }
 
-TEST(Simulate, ComputeThatKeepsASharedHostBusySlowsTheStream) {
-  // Each backward sleeps 1 s, then computes 1 s on the host. A 3 s reduction issued after the
-  // first runs 1 s under the second's sleep; while the host computes it runs at the rate
-  // given; then the optimizer's wait blocks until it ends.
+// Two backwards of 2 s, each ending in 1 s of compute that keeps the host busy, a 3 s
+// reduction issued after the first, and the optimizer's wait for it.
+ScheduleLog reduction_under_two_backwards() {
   ScheduleLog log;
   log.step();
   log.compute("backward", 1);
   log.issue(1, coll(3));
   log.compute("backward", 0);
   log.wait(1);
-  auto busy = [](const ScheduleOp& op) { return op.what == "backward" ? 1.0 : 0.0; };
+  return log;
+}
+
+HostShare busy_last_second(double stream_rate, double skewed_rate = 1) {
+  return {[](const ScheduleOp& op) { return op.what == "backward" ? 1.0 : 0.0; }, stream_rate, skewed_rate};
+}
+
+// Every compute op 2 s, every collective its count in seconds.
+StepPrediction replay_on_host(const ScheduleLog& log, const HostShare& host, const RankSkew* skew = nullptr,
+                              std::vector<OpTiming>* timeline = nullptr) {
+  return predict_step(
+      log.ops(), [](const ScheduleOp&) { return 2.0; },
+      [](const CollRecord& c) { return CollCost{double(c.count), 0, false}; }, nullptr, timeline, &host, skew);
+}
+
+TEST(Simulate, ComputeThatKeepsASharedHostBusySlowsTheStream) {
+  // The reduction runs 1 s under the second backward's sleep; while the host computes it runs
+  // at the rate given; then the optimizer's wait blocks until it ends.
+  const ScheduleLog log = reduction_under_two_backwards();
   auto run = [&](double rate, std::vector<OpTiming>* timeline) {
-    HostShare host{busy, rate};
-    return predict_step(
-        log.ops(), [](const ScheduleOp&) { return 2.0; },
-        [](const CollRecord& c) { return CollCost{double(c.count), 0, false}; }, nullptr, timeline, &host);
+    return replay_on_host(log, busy_last_second(rate), nullptr, timeline);
   };
   std::vector<OpTiming> timeline;
   StepPrediction stopped = run(0, &timeline);
@@ -289,27 +303,16 @@ TEST(Simulate, OnASharedHostTheRanksBusySpellsTogetherPauseTheStreamLonger) {
   // first backward: its busy spell starts 0.25 s before the slowest's, so the stream (stopped
   // while any rank computes) runs only from 2 to 2.75 and has 2.25 s left at t=4, until 6.25.
   // The fastest rank, 0.5 s ahead by then, waits from 3.5.
-  ScheduleLog log;
-  log.step();
-  log.compute("backward", 1);
-  log.issue(1, coll(3));
-  log.compute("backward", 0);
-  log.wait(1);
-  HostShare host{[](const ScheduleOp& op) { return op.what == "backward" ? 1.0 : 0.0; }, 0, 0};
+  const ScheduleLog log = reduction_under_two_backwards();
   RankSkew skew{[](const ScheduleOp& op) { return op.what == "backward" ? 0.25 : 0.0; }};
-  StepPrediction p = predict_step(
-      log.ops(), [](const ScheduleOp&) { return 2.0; },
-      [](const CollRecord& c) { return CollCost{double(c.count), 0, false}; }, nullptr, nullptr, &host, &skew);
+  StepPrediction p = replay_on_host(log, busy_last_second(0, 0), &skew);
   EXPECT_DOUBLE_EQ(p.step_s, 6.25);
   EXPECT_DOUBLE_EQ(p.exposed_s, 2.75);
   EXPECT_DOUBLE_EQ(p.skew_wait_s, 0.0);  // issued at 2, before either rank waited
   // Where one rank's spell runs alone the stream goes at half speed: from 2.75 to 3 (the
   // fastest alone) and 3.75 to 4 (the slowest alone) it does 0.25 s of work, stopping only
   // from 3 to 3.75 where both compute. 2 s are left at t=4, until 6.
-  host.skewed_rate = 0.5;
-  p = predict_step(
-      log.ops(), [](const ScheduleOp&) { return 2.0; },
-      [](const CollRecord& c) { return CollCost{double(c.count), 0, false}; }, nullptr, nullptr, &host, &skew);
+  p = replay_on_host(log, busy_last_second(0, 0.5), &skew);
   EXPECT_DOUBLE_EQ(p.step_s, 6.0);
   EXPECT_DOUBLE_EQ(p.exposed_s, 2.5);
 }
