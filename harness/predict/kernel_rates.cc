@@ -25,7 +25,8 @@ Status KernelRates::load(const std::string& path, KernelRates* out) {
     std::string kernel;
     std::map<std::string, std::string> seg = name_segments(name, &kernel);
     auto spread = counters.find("rank_spread");
-    if (spread != counters.end() && std::isfinite(spread->second)) spreads.push_back(std::clamp(spread->second, 0.0, 1.0));
+    if (spread != counters.end() && std::isfinite(spread->second))
+      spreads.push_back(std::clamp(spread->second, 0.0, 1.0));
     auto rate = counters.find("params_per_s");
     if (kernel == "adam" || kernel == "momentum" || kernel == kSyntheticGradKernel) {
       double params = 0;
