@@ -144,20 +144,32 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   MemKind kind = comm.mem_kind();
   // With a footprint, `slots` copies of the input and room for as many outputs, each call the
   // next: what a step's collectives find in the caches is their own data, not the last call's.
+  // In place, a slot is one buffer of the full size: the whole of it input and output of an
+  // all-reduce; a reduce-scatter's output and an all-gather's input the rank's block of it.
   const uint64_t in_bytes = s.in_count * esz, out_bytes = s.out_count * esz;
-  const uint64_t slots = std::max<uint64_t>(1, (setup.footprint + in_bytes + out_bytes - 1) / (in_bytes + out_bytes));
-  ZB_RETURN_IF_ERROR(Buffer::allocate(kind, slots * in_bytes, &in));
-  ZB_RETURN_IF_ERROR(Buffer::allocate(kind, slots * out_bytes, &out_buf));
+  const uint64_t slot_bytes = setup.in_place ? full_bytes : in_bytes + out_bytes;
+  const uint64_t slots = std::max<uint64_t>(1, (setup.footprint + slot_bytes - 1) / slot_bytes);
+  const uint64_t own_block = s.op == Coll::all_reduce ? 0 : uint64_t(rank) * std::min(in_bytes, out_bytes);
+  if (!setup.in_place) ZB_RETURN_IF_ERROR(Buffer::allocate(kind, slots * in_bytes, &in));
+  ZB_RETURN_IF_ERROR(Buffer::allocate(kind, slots * (setup.in_place ? full_bytes : out_bytes), &out_buf));
   ZB_RETURN_IF_ERROR(Buffer::allocate(MemKind::host, in_bytes, &host_in));
   ZB_RETURN_IF_ERROR(Buffer::allocate(MemKind::host, out_bytes, &host_out));
   fill_input(s, host_in.data(), rank, n);
   if (driver.faults().corrupt_rank == comm.rank())
     store_element(host_in.data(), s.dtype, s.in_count / 2, 1.0);  // off the pattern
+  auto input = [&](uint64_t k) {
+    if (!setup.in_place) return in.as<char>() + k * in_bytes;
+    return out_buf.as<char>() + k * full_bytes + (s.op == Coll::all_gather ? own_block : 0);
+  };
+  auto output = [&](uint64_t k) {
+    if (!setup.in_place) return out_buf.as<char>() + k * out_bytes;
+    return out_buf.as<char>() + k * full_bytes + (s.op == Coll::reduce_scatter ? own_block : 0);
+  };
   for (uint64_t k = 0; k < slots; ++k)
-    ZB_RETURN_IF_ERROR(copy_bytes(in.as<char>() + k * in_bytes, kind, host_in.data(), MemKind::host, in_bytes));
+    ZB_RETURN_IF_ERROR(copy_bytes(input(k), kind, host_in.data(), MemKind::host, in_bytes));
   uint64_t call = 0;  // the slot of the next call is call % slots
-  auto in_at = [&] { return in.as<char>() + (call % slots) * in_bytes; };
-  auto out_at = [&] { return out_buf.as<char>() + (call++ % slots) * out_bytes; };
+  auto in_at = [&] { return input(call % slots); };
+  auto out_at = [&] { return output(call++ % slots); };
 
   auto ours = [&] {
     const void* src = in_at();
@@ -238,9 +250,12 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   if (setup.check) {
     call = 0;  // into the first slot, on the first slot's input
     fill_poison(host_out.data(), s.dtype, s.out_count);
-    ZB_RETURN_IF_ERROR(copy_bytes(out_buf.data(), kind, host_out.data(), MemKind::host, out_bytes));
+    ZB_RETURN_IF_ERROR(copy_bytes(output(0), kind, host_out.data(), MemKind::host, out_bytes));
+    // In place the timed calls left their results over the input: it is laid down again (an
+    // all-gather's own block inside the poisoned output, the rest of which a peer must fill).
+    if (setup.in_place) ZB_RETURN_IF_ERROR(copy_bytes(input(0), kind, host_in.data(), MemKind::host, in_bytes));
     ZB_RETURN_IF_ERROR(once());
-    ZB_RETURN_IF_ERROR(copy_bytes(host_out.data(), MemKind::host, out_buf.data(), kind, out_bytes));
+    ZB_RETURN_IF_ERROR(copy_bytes(host_out.data(), MemKind::host, output(0), kind, out_bytes));
     out->wrong = driver.sum_over_ranks(double(count_wrong(s, host_out.data(), rank, n)));
   }
   // The busiest rank's socket writes: a non-ring algorithm shows up as excess there.

@@ -45,6 +45,9 @@ struct CollSetup {
   double serial_idle_s = 0;
   // Each call a different part of buffers this large in all (0: the same buffers every call).
   uint64_t footprint = 0;
+  // The result over the input (nccl-tests' in-place form: CollRecord::in_place); not for the
+  // all-to-all or the hierarchical all-reduce.
+  bool in_place = false;
 };
 
 struct CollResult {

@@ -11,6 +11,8 @@
 
 namespace {
 
+enum class Placement { out, in };
+
 struct Options {
   std::vector<zb::CollOp> ops{{zb::Coll::all_reduce}, {zb::Coll::reduce_scatter}, {zb::Coll::all_gather}};
   uint64_t min_bytes = 1024, max_bytes = 64ull << 20;
@@ -21,10 +23,11 @@ struct Options {
   uint64_t footprint = 0;
   zb::Progress progress = zb::Progress::caller;
   std::vector<zb::Group> groups{zb::Group::world};
+  std::vector<Placement> placements{Placement::out};
 };
 
 struct Row {
-  std::string op;
+  std::string op;  // "all_reduce", "all_reduce in place"
   zb::CollResult r;
 };
 
@@ -85,6 +88,11 @@ int main(int argc, char** argv) {
   f.add_list("groups", &opt.groups, "the ranks each collective runs over: world, node (each node's ranks) or "
              "cross (the ranks at one place on every node); names gain /group:G beyond world",
              zb::Choices<zb::Group>{{"world", zb::Group::world}, {"node", zb::Group::node}, {"cross", zb::Group::cross}});
+  f.add_list("placement", &opt.placements, "out: the result in a buffer of its own (nccl-tests' out-of-place); "
+             "in: over the input, as a step's buckets reduce (nccl-tests' in-place: a reduce-scatter into the "
+             "rank's block of its input, an all-gather from the rank's block of its output), where a library "
+             "may skip a copy; names gain /placement:in; all_reduce, reduce_scatter and all_gather only",
+             zb::Choices<Placement>{{"out", Placement::out}, {"in", Placement::in}});
   f.add_bool("node-groups", &opt.node_groups, "where the ranks span several nodes, also sweep the node and cross "
              "groups (what zb_predict prices hsdp, hpz and the quantized passes from); nothing more on one node");
   int code = driver.parse(argc, argv);
@@ -115,22 +123,26 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
 
   for (zb::Group group : opt.groups)
+    for (Placement placement : opt.placements)
     for (zb::CollOp op : opt.ops) {
+      const bool in_place = placement == Placement::in;
       if (op.hier && group != zb::Group::world) continue;  // it picks its own groups
+      if (in_place && (op.hier || op.op == zb::Coll::all_to_all)) continue;  // no in-place form here
       for (uint64_t bytes : zb::size_sweep(opt.min_bytes, opt.max_bytes, opt.step_factor)) {
         zb::CollSetup setup{op.op, op.hier, group, opt.dtype, bytes, opt.batch, opt.bare, opt.check, measurable,
-                            opt.serial, opt.serial_idle_us * 1e-6, opt.footprint};
+                            opt.serial, opt.serial_idle_us * 1e-6, opt.footprint, in_place};
         const int pad_ranks = op.hier ? comm.group_size(zb::Group::node) : comm.group_size(group);
         const uint64_t full_bytes =
             zb::padded_count(op.op, opt.dtype, bytes, pad_ranks, op.hier) * zb::dtype_size(opt.dtype);
         const std::string name = std::string(zb::coll_op_name(op)) + "/bytes:" + std::to_string(full_bytes) +
                                  "/dtype:" + zb::dtype_name(opt.dtype) +
-                                 (group == zb::Group::world ? "" : std::string("/group:") + zb::group_name(group));
+                                 (group == zb::Group::world ? "" : std::string("/group:") + zb::group_name(group)) +
+                                 (in_place ? "/placement:in" : "");
         driver.add(name, [&, setup, name](zb::Run& run) -> zb::Status {
           zb::CollResult r;
           ZB_RETURN_IF_ERROR(zb::run_collective_benchmark(run, setup, &r));
           if (r.wrong > 0) driver.mark_failed(name + ": " + zb::fmt(r.wrong, 0) + " wrong elements");
-          rows.push_back({zb::coll_op_name({setup.op, setup.hier}), r});
+          rows.push_back({std::string(zb::coll_op_name({setup.op, setup.hier})) + (setup.in_place ? " in place" : ""), r});
           return zb::Status::ok();
         });
       }

@@ -201,9 +201,10 @@ run_path() {  # run_path NAME PROGRAM ARGS...: results/NAME.json; SKIP when the 
     && printf '%s\t%s\t%s\t%s\n' "$name" "$check_s" "$prog" "$*" >>"$logs/runs.tsv"
 }
 
-# Every size of every op checked element by element; --serial also times each one waited for,
-# which the prediction below takes the hand-off of a blocking wait from.
-run_path collectives zb_collectives --min-bytes=1K --max-bytes=256M --step-factor=4 --iters=10 --warmup=3 --serial
+# Every size of every op checked element by element, out of place and in place (NCCL's two
+# forms, as a step's buckets reduce); --serial also times each one waited for, which the
+# prediction below takes the hand-off of a blocking wait from.
+run_path collectives zb_collectives --min-bytes=1K --max-bytes=256M --step-factor=4 --iters=10 --warmup=3 --serial --placement=out,in
 # NCCL without MPI: one rank launched from torchrun's variables (the TCP control plane, NCCL's
 # unique id handed out on it, the GPU from LOCAL_RANK), every element checked.
 if [[ -x $bin/zb_collectives ]]; then

@@ -58,6 +58,12 @@ Status Communicator::submit(Coll op, const void* send, void* recv, size_t count,
   CollRecord rec{op, full, dtype};
   rec.group = group;
   rec.ranks = n;
+  auto own_block = [&](const void* whole) {
+    return static_cast<const char*>(whole) + size_t(group_rank(group)) * count * dtype_size(dtype);
+  };
+  rec.in_place = op == Coll::all_reduce       ? send == recv
+                 : op == Coll::reduce_scatter ? recv == own_block(send)
+                                              : op == Coll::all_gather && send == own_block(recv);
   if (record_times_) rec.issued_s = now_seconds();
   int64_t call = calls_++;
   if (faults_.skip_rank == rank_ && faults_.skip_call == call) return Status::ok();

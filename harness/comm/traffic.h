@@ -39,6 +39,10 @@ struct CollRecord {
   double issued_s = -1, start_s = -1, end_s = -1;
   Group group = Group::world;
   int ranks = 0;  // of its group, as the communicator issued it; 0: not recorded
+  // Its result over its input (nccl-tests' in-place form): an all-reduce into its own buffer, a
+  // reduce-scatter into the rank's block of its input, an all-gather from the rank's block of
+  // its output. A step's buckets reduce so; a library may then skip a copy.
+  bool in_place = false;
   uint64_t bytes() const { return count * dtype_size(dtype); }
 };
 

@@ -117,6 +117,31 @@ def test_a_footprint_spreads_the_calls_and_every_element_is_still_checked():
     assert benchmarks(data)["all_reduce/bytes:4096/dtype:bf16"]["wrong"] >= 1
 
 
+@pytest.mark.parametrize("np", [2, 3])
+def test_in_place_collectives_are_correct_and_named_apart(np):
+    # 1001 elements, odd, over a footprint of several slots: each op's in-place form (the
+    # reduce-scatter's output and the all-gather's input the rank's block of one buffer) beside
+    # its usual one; the all-to-all has no in-place form and runs once.
+    data, proc = run_json(np, "zb_collectives", [EVERY_OP, "--placement=out,in", "--min-bytes=2002",
+                                                "--max-bytes=2002", "--iters=3", "--footprint=64K"])
+    runs = benchmarks(data)
+    padded = {op: 1001 if op == "all_reduce" else -(-1001 // np) * np for op in ALL_OPS}
+    want = {f"{op}/bytes:{padded[op] * 2}/dtype:bf16" for op in ALL_OPS}
+    want |= {f"{op}/bytes:{padded[op] * 2}/dtype:bf16/placement:in" for op in OPS}
+    assert set(runs) == want, proc.stdout
+    assert all(b["wrong"] == 0 for b in runs.values()), proc.stdout
+    assert "all_gather in place" in proc.stdout
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_an_in_place_collective_counts_a_corrupted_input(op):
+    # The check lays the input down again over the timed calls' results, so a corrupted input
+    # still shows, in place as out of place.
+    data, proc = run_json(2, "zb_collectives", [f"--ops={op}", "--placement=in", "--min-bytes=4K",
+                                               "--max-bytes=4K", "--iters=2", "--fault-corrupt=1"], expect_rc=1)
+    assert benchmarks(data)[f"{op}/bytes:4096/dtype:bf16/placement:in"]["wrong"] >= 1
+
+
 def test_serial_idle_times_each_collective_after_idle():
     data, proc = run_json(2, "zb_collectives", ["--ops=all_gather", "--min-bytes=64K", "--max-bytes=64K",
                                                "--iters=3", "--progress=thread", "--serial",
