@@ -118,8 +118,10 @@ class Model:
         steps = self.steps(f, 20, 5)
         # ours, bare, bare, ours (or ours alone with --no-bare), then --serial's own loop
         timings = (1 if f.has("no-bare") else 4) + f.has("serial")
+        # --placement=in times the all-reduce, reduce-scatter and all-gather once more, in place
+        in_place = "in" in f.items("placement", ["out"])
         out = []
-        for op in ops:
+        for op in ops + ([o for o in ops if o in c["ops"]] if in_place else []):
             passes = 2 if "all_reduce" in op else 1
             for b in sizes:
                 one = self.ring_s(b, passes, bw)

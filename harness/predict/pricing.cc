@@ -17,7 +17,7 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
   const bool shared = c.group == Group::cross && topo_.nodes > 1;
   const double sharing = shared ? tiers_.sharing(topo_.local_size) : 1.0;
   if (!rate_set) {
-    const SweepSeries* s = sweep_.find(c.op, c.dtype, ranks, tier, group_name(c.group));
+    const SweepSeries* s = sweep_.find(c.op, c.dtype, ranks, tier, group_name(c.group), c.in_place);
     if (s) {
       const CollModel::Prediction p = s->model.predict(double(c.bytes()));
       CollCost out{p.seconds * (shared ? sharing / tiers_.swept_sharing : 1.0), handoff, p.extrapolated};

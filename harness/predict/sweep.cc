@@ -55,8 +55,10 @@ Status load_zb_collectives(const std::string& path, std::vector<SweepSeries>* ou
   const std::string& cmd = results.context["command_line"];
   *description = "zb_collectives " + std::string(cmd.find("--timing=per-iter") != std::string::npos ? "per-iter" : "batch") +
                  ", progress " + (cmd.find("--progress=thread") != std::string::npos ? "thread" : "caller");
-  std::map<std::tuple<int, std::string, std::string>, SweepSeries> by_key;
-  std::map<std::tuple<int, std::string, std::string>, std::vector<double>> handoffs, wakes;  // per size
+  // By op, dtype, group and placement (out of place first).
+  using Key = std::tuple<int, std::string, std::string, bool>;
+  std::map<Key, SweepSeries> by_key;
+  std::map<Key, std::vector<double>> handoffs, wakes;  // per size
   double idle_us = 0;  // what --serial-idle-us said
   const size_t at = cmd.find("--serial-idle-us=");
   if (at != std::string::npos) idle_us = std::atof(cmd.c_str() + at + 17);
@@ -74,10 +76,11 @@ Status load_zb_collectives(const std::string& path, std::vector<SweepSeries>* ou
     if (seg.count("bytes")) parse_bytes(seg["bytes"], &bytes);
     const std::string dtype = seg.count("dtype") ? seg["dtype"] : "bf16";
     const std::string group = seg.count("group") ? seg["group"] : "world";
+    const bool in_place = seg.count("placement") && seg["placement"] == "in";
     if (bytes == 0) continue;
-    const auto key = std::make_tuple(int(op), dtype, group);
+    const Key key{int(op), dtype, group, in_place};
     SweepSeries& s = by_key[key];
-    s.op = op, s.dtype = dtype, s.group = group, s.file = path;
+    s.op = op, s.dtype = dtype, s.group = group, s.in_place = in_place, s.file = path;
     place(group, *shape, &s);
     s.points.push_back({double(bytes), counters.at("real_time_s")});
     auto waited = counters.find("serial_s");
@@ -146,10 +149,11 @@ Status Sweep::load(const std::string& paths, double handoff_s, Sweep* out) {
     if (got.empty()) return Status::error("--sweep: " + path + " holds no collective benchmarks");
     for (const SweepSeries& g : got)
       for (const SweepSeries& a : all)
-        if (a.op == g.op && a.dtype == g.dtype && a.ranks == g.ranks && a.tier == g.tier && a.group == g.group)
+        if (a.op == g.op && a.dtype == g.dtype && a.ranks == g.ranks && a.tier == g.tier && a.group == g.group &&
+            a.in_place == g.in_place)
           return Status::error("--sweep: " + path + " and " + a.file + " both time " + coll_name(g.op) + " of " +
-                               g.dtype + " over " + std::to_string(g.ranks) + " ranks " + tier_name(g.tier) +
-                               "; give one of them");
+                               g.dtype + (g.in_place ? " in place" : "") + " over " + std::to_string(g.ranks) +
+                               " ranks " + tier_name(g.tier) + "; give one of them");
     if (all.empty()) first = shape;
     description += (description.empty() ? "" : "; ") + what;
     all.insert(all.end(), got.begin(), got.end());
@@ -162,23 +166,28 @@ Status Sweep::load(const std::string& paths, double handoff_s, Sweep* out) {
   return Status::ok();
 }
 
-const SweepSeries* Sweep::find(Coll op, DType dtype, int ranks, Tier tier, const std::string& group) const {
+const SweepSeries* Sweep::find(Coll op, DType dtype, int ranks, Tier tier, const std::string& group,
+                               bool in_place) const {
   const SweepSeries* best = nullptr;
-  auto score = [&](const SweepSeries& s) { return (s.dtype == dtype_name(dtype) ? 2 : 0) + (s.group == group ? 1 : 0); };
+  auto score = [&](const SweepSeries& s) {
+    return (s.dtype == dtype_name(dtype) ? 4 : 0) + (s.in_place == in_place ? 2 : 0) + (s.group == group ? 1 : 0);
+  };
   for (const SweepSeries& s : series_)
     if (s.op == op && s.ranks == ranks && s.tier == tier && (!best || score(s) > score(*best))) best = &s;
   return best;
 }
 
 double Sweep::handoff_s(Coll op) const {
-  for (const SweepSeries& s : series_)
-    if (s.op == op && s.handoff_s >= 0) return s.handoff_s;
+  for (bool in_place : {false, true})
+    for (const SweepSeries& s : series_)
+      if (s.op == op && s.in_place == in_place && s.handoff_s >= 0) return s.handoff_s;
   return default_handoff_s_;
 }
 
 const SweepSeries* Sweep::woken(Coll op) const {
-  for (const SweepSeries& s : series_)
-    if (s.op == op && s.wake_s >= 0) return &s;
+  for (bool in_place : {false, true})
+    for (const SweepSeries& s : series_)
+      if (s.op == op && s.in_place == in_place && s.wake_s >= 0) return &s;
   return nullptr;
 }
 

@@ -23,6 +23,7 @@ struct SweepSeries {
   Coll op = Coll::all_reduce;
   std::string dtype;   // fp32 or bf16, or nccl-tests' own name for another type
   std::string group;   // as swept: world, node or cross (nccl-tests: world)
+  bool in_place = false;  // swept in place (zb_collectives --placement=in)
   int ranks = 0;       // of the group
   Tier tier = Tier::intra;
   std::vector<SweepPoint> points;  // each size's fastest repetition
@@ -60,12 +61,14 @@ class Sweep {
   const std::string& description() const { return description_; }
   const std::vector<SweepSeries>& series() const { return series_; }
   // The series of `op` over a group of `ranks` ranks in `tier`, of `dtype` where swept, else of
-  // another element type (priced by bytes); nullptr when none. `group` breaks ties (world
-  // before node and cross of the same size and tier).
-  const SweepSeries* find(Coll op, DType dtype, int ranks, Tier tier, const std::string& group = "world") const;
+  // another element type (priced by bytes); nullptr when none. Then the series swept in place
+  // or not as `in_place` says, where swept, else the other; `group` breaks ties (world before
+  // node and cross of the same size and tier).
+  const SweepSeries* find(Coll op, DType dtype, int ranks, Tier tier, const std::string& group = "world",
+                          bool in_place = false) const;
   // The hand-off of a blocking wait on `op`: the sweep's where measured (the median over sizes
-  // of serial_s less the back-to-back time, clamped at 0; any group, any rank count), else the
-  // default given to load().
+  // of serial_s less the back-to-back time, clamped at 0; any group, any rank count, out of
+  // place first), else the default given to load().
   double handoff_s(Coll op) const;
   double default_handoff_s() const { return default_handoff_s_; }
   // Whether any op's hand-off came from the default rather than the sweep.

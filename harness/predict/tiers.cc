@@ -70,6 +70,7 @@ Tiers fit_tiers(const Sweep& sweep, int node_links) {
   t.swept_sharing = sweep.nodes() > 1 ? t.sharing(sweep.ranks_per_node()) : 1.0;
   std::vector<TierPoint> by_tier[2];
   for (const SweepSeries& s : sweep.series()) {
+    if (s.in_place) continue;  // the links are fitted from the collectives out of place, as before
     const double unshared = s.group == "cross" ? 1.0 / t.swept_sharing : 1.0;
     for (const SweepPoint& p : s.points)
       by_tier[int(s.tier)].push_back({s.op, s.ranks, p.bytes, p.seconds * unshared});

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include "harness/predict/kernel_rates.h"
 #include "harness/predict/link_rate.h"
@@ -133,6 +134,52 @@ TEST(Pricer, ReadsTheSweepWhereItTimedTheCollectiveAndScalesTheRingElsewhere) {
   Pricer(intra_only, t2, four).cost(rec(Coll::all_reduce, 1 << 20, Group::world, 4), &missing);
   EXPECT_FALSE(missing);
   EXPECT_NE(missing.message().find("inter-node"), std::string::npos) << missing.message();
+}
+
+TEST(Pricer, AnInPlaceCollectiveIsReadOffTheSeriesSweptInPlace) {
+  // One node of 2: the all-reduce swept both ways, in place twice as fast; the all-gather out
+  // of place only.
+  const double a = 20e-6, b = 1e-9;
+  SweepSeries out = series(Coll::all_reduce, 2, Tier::intra, "world", a, b);
+  SweepSeries in = series(Coll::all_reduce, 2, Tier::intra, "world", a / 2, b / 2);
+  in.in_place = true;
+  Sweep sweep;
+  ASSERT_TRUE(Sweep::from_series({out, in, series(Coll::all_gather, 2, Tier::intra, "world", a, b)}, 2, 1, 0, &sweep));
+  const Tiers tiers = fit_tiers(sweep);
+  EXPECT_NEAR(tiers.intra.alpha_s, a, 1e-15);  // the link is fitted out of place alone
+  EXPECT_NEAR(tiers.intra.seconds_per_byte, b, 1e-21);
+  Topology node;
+  ASSERT_TRUE(modelled_topology(2, 2, &node));
+  const Pricer pricer(sweep, tiers, node);
+  Status missing;
+  CollRecord ar = rec(Coll::all_reduce, 1 << 20, Group::world, 2);
+  EXPECT_NEAR(pricer.cost(ar, &missing).seconds, 2 * a + 1.0 * (1 << 20) * b, 1e-12);
+  ar.in_place = true;
+  EXPECT_NEAR(pricer.cost(ar, &missing).seconds, 2 * a / 2 + 1.0 * (1 << 20) * b / 2, 1e-12);
+  // Where the sweep timed it out of place only, that prices it.
+  CollRecord ag = rec(Coll::all_gather, 1 << 20, Group::world, 2);
+  ag.in_place = true;
+  EXPECT_NEAR(pricer.cost(ag, &missing).seconds, a + 0.5 * (1 << 20) * b, 1e-12);
+  EXPECT_TRUE(missing);
+
+  // zb_collectives names an in-place benchmark /placement:in; read into its own series.
+  const std::string path = testing::TempDir() + "zb_placement.json";
+  std::ofstream(path) << R"({"context": {"world_size": "2"}, "benchmarks": [
+      {"name": "all_reduce/bytes:65536/dtype:bf16", "real_time": 40, "time_unit": "us"},
+      {"name": "all_reduce/bytes:131072/dtype:bf16", "real_time": 60, "time_unit": "us"},
+      {"name": "all_reduce/bytes:65536/dtype:bf16/placement:in", "real_time": 30, "time_unit": "us"},
+      {"name": "all_reduce/bytes:131072/dtype:bf16/placement:in", "real_time": 45, "time_unit": "us"}]})";
+  Sweep read;
+  ASSERT_TRUE(Sweep::load(path, 0, &read));
+  ASSERT_EQ(read.series().size(), 2u);
+  const SweepSeries* s_in = read.find(Coll::all_reduce, DType::bf16, 2, Tier::intra, "world", true);
+  const SweepSeries* s_out = read.find(Coll::all_reduce, DType::bf16, 2, Tier::intra, "world", false);
+  ASSERT_TRUE(s_in && s_out);
+  EXPECT_TRUE(s_in->in_place);
+  EXPECT_FALSE(s_out->in_place);
+  EXPECT_DOUBLE_EQ(s_in->model.predict(65536).seconds, 30e-6);
+  EXPECT_DOUBLE_EQ(s_out->model.predict(131072).seconds, 60e-6);
+  std::remove(path.c_str());
 }
 
 TEST(Pricer, ANodesRanksShareItsLinksAcrossNodesWhereItHasFewerThanRanks) {
@@ -336,6 +383,36 @@ TEST(QuantizedBeatsBelow, EachQuantizedRowIsWeighedAgainstTheRowThatShardsAsItDo
   EXPECT_EQ(unquantized_stage(Stage::z3), Stage::z3);
   EXPECT_EQ(unquantized_stage(Stage::hpz), Stage::hpz);
   EXPECT_EQ(unquantized_stage(Stage::dp), Stage::dp);
+}
+
+// Which of a step's collectives reduce or gather in place, as the recorder logs them: dp's
+// all-reduce into the gradients it reads; z1's reduce-scatter into the rank's block of its full
+// gradients and z1's and z2's weight gathers from the rank's block of the whole weights. z2's
+// and z3's reduce-scatters leave a slot for the sharded gradients, and z3 gathers into a
+// transient buffer: out of place.
+TEST(Recorder, LogsWhichCollectivesRunInPlace) {
+  ModelSpec model;
+  ASSERT_TRUE(make_model("", 4096 * 4 * 8, 8, &model));
+  Topology topo;
+  ASSERT_TRUE(modelled_topology(4, 4, &topo));
+  const std::map<Stage, std::map<Coll, bool>> want = {
+      {Stage::dp, {{Coll::all_reduce, true}}},
+      {Stage::z1, {{Coll::reduce_scatter, true}, {Coll::all_gather, true}}},
+      {Stage::z2, {{Coll::reduce_scatter, false}, {Coll::all_gather, true}}},
+      {Stage::z3, {{Coll::reduce_scatter, false}, {Coll::all_gather, false}}}};
+  for (const auto& [stage, ops] : want) {
+    ZeroConfig config;
+    config.stage = stage;
+    RecordedStep step;
+    ASSERT_TRUE(record_zero_step(model, config, ComputeSpec{}, topo, &step));
+    std::map<Coll, int> seen;
+    for (const CollRecord& c : step.traffic) {
+      ASSERT_TRUE(ops.count(c.op)) << stage_name(stage) << " " << coll_name(c.op);
+      EXPECT_EQ(c.in_place, ops.at(c.op)) << stage_name(stage) << " " << coll_name(c.op);
+      ++seen[c.op];
+    }
+    EXPECT_EQ(seen.size(), ops.size()) << stage_name(stage);
+  }
 }
 
 // A quantized step as the recorder logs it: z3 with INT8 gathers on 4 ranks quantizes its
