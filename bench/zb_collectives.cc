@@ -124,29 +124,30 @@ int main(int argc, char** argv) {
 
   for (zb::Group group : opt.groups)
     for (Placement placement : opt.placements)
-    for (zb::CollOp op : opt.ops) {
-      const bool in_place = placement == Placement::in;
-      if (op.hier && group != zb::Group::world) continue;  // it picks its own groups
-      if (in_place && (op.hier || op.op == zb::Coll::all_to_all)) continue;  // no in-place form here
-      for (uint64_t bytes : zb::size_sweep(opt.min_bytes, opt.max_bytes, opt.step_factor)) {
-        zb::CollSetup setup{op.op, op.hier, group, opt.dtype, bytes, opt.batch, opt.bare, opt.check, measurable,
-                            opt.serial, opt.serial_idle_us * 1e-6, opt.footprint, in_place};
-        const int pad_ranks = op.hier ? comm.group_size(zb::Group::node) : comm.group_size(group);
-        const uint64_t full_bytes =
-            zb::padded_count(op.op, opt.dtype, bytes, pad_ranks, op.hier) * zb::dtype_size(opt.dtype);
-        const std::string name = std::string(zb::coll_op_name(op)) + "/bytes:" + std::to_string(full_bytes) +
-                                 "/dtype:" + zb::dtype_name(opt.dtype) +
-                                 (group == zb::Group::world ? "" : std::string("/group:") + zb::group_name(group)) +
-                                 (in_place ? "/placement:in" : "");
-        driver.add(name, [&, setup, name](zb::Run& run) -> zb::Status {
-          zb::CollResult r;
-          ZB_RETURN_IF_ERROR(zb::run_collective_benchmark(run, setup, &r));
-          if (r.wrong > 0) driver.mark_failed(name + ": " + zb::fmt(r.wrong, 0) + " wrong elements");
-          rows.push_back({std::string(zb::coll_op_name({setup.op, setup.hier})) + (setup.in_place ? " in place" : ""), r});
-          return zb::Status::ok();
-        });
+      for (zb::CollOp op : opt.ops) {
+        const bool in_place = placement == Placement::in;
+        if (op.hier && group != zb::Group::world) continue;  // it picks its own groups
+        if (in_place && (op.hier || op.op == zb::Coll::all_to_all)) continue;  // no in-place form here
+        for (uint64_t bytes : zb::size_sweep(opt.min_bytes, opt.max_bytes, opt.step_factor)) {
+          zb::CollSetup setup{op.op, op.hier, group, opt.dtype, bytes, opt.batch, opt.bare, opt.check, measurable,
+                              opt.serial, opt.serial_idle_us * 1e-6, opt.footprint, in_place};
+          const int pad_ranks = op.hier ? comm.group_size(zb::Group::node) : comm.group_size(group);
+          const uint64_t full_bytes =
+              zb::padded_count(op.op, opt.dtype, bytes, pad_ranks, op.hier) * zb::dtype_size(opt.dtype);
+          const std::string name = std::string(zb::coll_op_name(op)) + "/bytes:" + std::to_string(full_bytes) +
+                                   "/dtype:" + zb::dtype_name(opt.dtype) +
+                                   (group == zb::Group::world ? "" : std::string("/group:") + zb::group_name(group)) +
+                                   (in_place ? "/placement:in" : "");
+          const std::string label = std::string(zb::coll_op_name(op)) + (in_place ? " in place" : "");
+          driver.add(name, [&, setup, name, label](zb::Run& run) -> zb::Status {
+            zb::CollResult r;
+            ZB_RETURN_IF_ERROR(zb::run_collective_benchmark(run, setup, &r));
+            if (r.wrong > 0) driver.mark_failed(name + ": " + zb::fmt(r.wrong, 0) + " wrong elements");
+            rows.push_back({label, r});
+            return zb::Status::ok();
+          });
+        }
       }
-    }
 
   code = driver.run();
   if (driver.root() && !rows.empty()) {
