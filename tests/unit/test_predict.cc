@@ -1,8 +1,8 @@
 // The predictor's pieces on synthetic data: the collective model reproduces an alpha-beta
 // sweep exactly and flags extrapolation; nccl-tests' -J JSON is read into known times; the
 // replay of a logged step gives hand-computed times, with the stream slowed where compute
-// keeps a shared host busy and a faster rank waiting longer; the step's own kernels are priced
-// at zb_optimizer's rates.
+// keeps a shared host busy and a faster rank waiting longer (the kernels' rates and the
+// recorded step: test_predict_inputs.cc).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +10,6 @@
 #include <fstream>
 
 #include "harness/predict/coll_model.h"
-#include "harness/predict/kernel_rates.h"
 #include "harness/predict/nccl_tests.h"
 #include "harness/predict/replay.h"
 #include "harness/predict/simulate.h"
@@ -328,54 +327,6 @@ TEST(Simulate, TheStreamSlowsOnlyWhereTheRanksComputeLeavesTooFewCores) {
   EXPECT_DOUBLE_EQ(busy_stream_rate(2, 2, 1), 0.5);
   EXPECT_DOUBLE_EQ(busy_stream_rate(2, 4, 2), 0.0);
   EXPECT_DOUBLE_EQ(busy_stream_rate(6, 4, 2), 1.0);
-}
-
-TEST(KernelRates, TheStepsOwnKernelsArePricedAtTheSizeTimedNearestTheirs) {
-  const std::string path = write_temp("zb_step_kernels.json", R"({"context": {}, "benchmarks": [
-      {"name": "adam/params:262144/grad:bf16/impl:cpu", "params_per_s": 1e8, "rank_spread": 0.05},
-      {"name": "adam/params:1048576/grad:bf16/impl:cpu", "params_per_s": 4e8, "rank_spread": 0.3},
-      {"name": "adam/params:1048576/grad:fp32/impl:cpu", "params_per_s": 2e8, "rank_spread": 0.1},
-      {"name": "synthetic_grad/params:1048576/grad:bf16/impl:cpu", "params_per_s": 5e8}]})");
-  KernelRates rates;
-  ASSERT_TRUE(KernelRates::load(path, &rates));
-  EXPECT_TRUE(rates.prices_step_kernels());
-  auto op = [](const char* what, const char* format, double elements) {
-    ScheduleOp o{ScheduleOp::Kind::compute, what, 0};
-    o.format = format, o.elements = elements;
-    return o;
-  };
-  // 400000 parameters lie nearer 262144 than 1048576 (by their ratio): 4e-3 s at 1e8 a second.
-  EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("update", "adam", 4e5), "bf16"), 4e-3);
-  EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("update", "adam", 8e5), "bf16"), 2e-3);
-  EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("update", "adam", 8e5), "fp32"), 4e-3);
-  // The ranks differ by the median of the kernels' spreads, 0.1, whichever kernel runs: the
-  // fastest rank gains 0.2 ms on a 2 ms gradient, and 0.4 ms on a 4 ms update.
-  EXPECT_DOUBLE_EQ(rates.rank_spread(), 0.1);
-  double lag = -1;
-  EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("backward", "bf16", 1e6), "bf16", &lag), 2e-3);
-  EXPECT_DOUBLE_EQ(lag, 2e-4);
-  rates.step_kernel_seconds(op("update", "adam", 4e5), "bf16", &lag);
-  EXPECT_DOUBLE_EQ(lag, 4e-4);
-  EXPECT_TRUE(std::isnan(rates.step_kernel_seconds(op("update", "momentum", 1e6), "bf16")));
-  EXPECT_TRUE(std::isnan(rates.step_kernel_seconds(op("backward", "fp32", 1e6), "fp32")));
-
-  // A step's backward is --compute's time, then its gradient on the host; the update its kernel.
-  RecordedStep step;
-  step.compute.kind = ComputeSpec::Kind::sleep;
-  step.compute.seconds = 0.5;
-  step.kernels = &rates;
-  Status missing;
-  ComputeCost back = compute_cost(step, op("backward", "bf16", 1e6), &missing);
-  EXPECT_DOUBLE_EQ(back.layer_s, 1.0);
-  EXPECT_DOUBLE_EQ(back.kernel_s, 2e-3);
-  EXPECT_DOUBLE_EQ(back.lag_s, 2e-4);
-  EXPECT_FALSE(back.layer_busy);  // a sleep leaves the cores to communication
-  EXPECT_DOUBLE_EQ(compute_cost(step, op("update", "adam", 8e5), &missing).kernel_s, 2e-3);
-  // Without the rates both are left out, as zb_predict says.
-  step.kernels = nullptr;
-  EXPECT_DOUBLE_EQ(compute_cost(step, op("backward", "bf16", 1e6), &missing).kernel_s, 0.0);
-  EXPECT_TRUE(missing);
-  std::remove(path.c_str());
 }
 
 }  // namespace
