@@ -299,12 +299,12 @@ int main(int argc, char** argv) {
       std::printf("# the synthetic backward's gradient and the optimizer's update are not priced: give "
                   "--kernels=FILE (zb_optimizer --parts=kernels)\n");
     const int per_node = topo.size / topo.nodes;
+    const zb::HostShare host = zb::host_share(sweep.host_cores(), per_node);
     if (sweep.host_cores() > 0)
       std::printf("# host: %d cores a node, shared by %d ranks' compute and communication; while compute keeps "
                   "them busy the stream runs at %.2f of its swept speed, at %.2f where half the ranks compute "
                   "(the others behind or ahead)\n",
-                  sweep.host_cores(), per_node, zb::busy_stream_rate(sweep.host_cores(), per_node),
-                  zb::busy_stream_rate(sweep.host_cores(), per_node, (per_node + 1) / 2));
+                  sweep.host_cores(), per_node, host.stream_rate, host.skewed_rate);
     if (topo.nodes > 1 && !tiers.inter.ok())
       std::printf("# links between nodes: the sweep ran on one node, so they take its link's latency\n");
     for (const auto& [stage, o, m] : rows)

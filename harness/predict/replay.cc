@@ -62,6 +62,13 @@ double busy_stream_rate(int host_cores, int ranks_per_node, int busy_ranks) {
   return std::clamp(double(host_cores - busy_ranks) / ranks_per_node, 0.0, 1.0);
 }
 
+HostShare host_share(int host_cores, int ranks_per_node) {
+  HostShare h;
+  h.stream_rate = busy_stream_rate(host_cores, ranks_per_node);
+  h.skewed_rate = busy_stream_rate(host_cores, ranks_per_node, (ranks_per_node + 1) / 2);
+  return h;
+}
+
 StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers& tiers, double inter_gbps,
                       Status* missing, std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline) {
   const Pricer pricer(sweep, tiers, step.topo, inter_gbps);
@@ -70,12 +77,7 @@ StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers&
     return c.layer_s + c.kernel_s;
   };
   // The kernels run last in an op (a backward's gradient after its layer's compute).
-  HostShare host;
-  const int per_node = step.topo.size / step.topo.nodes;
-  host.stream_rate = busy_stream_rate(sweep.host_cores(), per_node);
-  // Where the ranks' spells do not overlap (RankSkew), half of them, taken as spread evenly
-  // between the fastest and the slowest, are busy.
-  host.skewed_rate = busy_stream_rate(sweep.host_cores(), per_node, (per_node + 1) / 2);
+  HostShare host = host_share(sweep.host_cores(), step.topo.size / step.topo.nodes);
   host.busy_seconds = [&](const ScheduleOp& op) {
     const ComputeCost c = compute_cost(step, op, missing);
     return c.kernel_s + (c.layer_busy ? c.layer_s : 0.0);

@@ -46,6 +46,10 @@ ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status*
 // threads of `ranks_per_node` ranks run on the cores that `busy_ranks` busy compute threads
 // (default: every rank's) leave, one core each at most; 1 on devices.
 double busy_stream_rate(int host_cores, int ranks_per_node, int busy_ranks = -1);
+// The stream's two rates on such a host (busy_seconds left unset): every rank computing, and,
+// where the ranks' busy spells do not overlap (RankSkew), half of them, the ranks taken as
+// spread evenly between the fastest and the slowest.
+HostShare host_share(int host_cores, int ranks_per_node);
 
 // Two steps, so the second meets what the first leaves in flight (z1/z2's weight gathers), as
 // a steady-state step does; the prediction is the second's.
