@@ -73,7 +73,9 @@ def test_measured_volume_over_tcp_ring_is_2_and_3_psi():
                                                (4, "momentum", "bf16"), (4, "momentum", "fp32"),
                                                (2, "adam", "bf16")])
 def test_measured_bytes_per_param_match_the_formula(np, optimizer, grad):
-    data, proc = run_json(np, "zb_zero", ["--params=4e6", "--layers=8", f"--optimizer={optimizer}",
+    # 2e6 parameters: the allocations beyond the formula's are a few KiB, 0.3% of the state at
+    # 4 ranks (0.6% at 1e6), and the count is exact, run after run.
+    data, proc = run_json(np, "zb_zero", ["--params=2e6", "--layers=8", f"--optimizer={optimizer}",
                                           f"--grad-dtype={grad}", "--iters=1", "--warmup=0",
                                           "--no-check"])
     for stage, b in by_stage(data).items():
