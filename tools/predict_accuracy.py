@@ -111,7 +111,7 @@ def one_node(a, tmp):
         for rep in range(a.reps):
             sweep, zero, rates, alike = (os.path.join(tmp, f"{n}_{ranks}_{rep}.json")
                                          for n in ("sweep", "zero", "rates", "alike"))
-            run(a.bin, ranks, "zb_collectives", [*SWEEP, f"--json={sweep}"])
+            run(a.bin, ranks, "zb_collectives", [*SWEEP, *a.sweep_flags, f"--json={sweep}"])
             run(a.bin, ranks, "zb_zero", [*ZERO, "--no-check", f"--json={zero}"])
             run(a.bin, ranks, "zb_optimizer", [*KERNEL_RATES, f"--json={rates}"])
             without_rank_spread(rates, alike)
@@ -370,6 +370,8 @@ def main(argv=None):
                    "tools/cluster.sh")
     p.add_argument("--ranks", default="2,4", help="one-node: rank counts, a list (default 2,4)")
     p.add_argument("--reps", type=int, default=5, help="repetitions whose median is reported (default 5)")
+    p.add_argument("--sweep-flags", default="", help="one-node: more zb_collectives flags for the sweep, "
+                   "space-separated, to try a sweep other than the default run's (default none)")
     p.add_argument("--rates", default="0.5,1,2,4", help="links: link rates measured, Gbit/s (default 0.5,1,2,4)")
     p.add_argument("--sweep-gbps", type=float, default=1, help="links, more-ranks, quantized: the link rate swept at "
                    "(default 1)")
@@ -390,6 +392,9 @@ def main(argv=None):
         die(f"--rates={a.rates}: not a list of rates")
     if any(not r > 0 for r in a.rates + [a.sweep_gbps]):
         die("--rates and --sweep-gbps take rates above 0 Gbit/s")
+    a.sweep_flags = a.sweep_flags.split()
+    if any(not f.startswith("--") for f in a.sweep_flags):
+        die(f"--sweep-flags={' '.join(a.sweep_flags)}: zb_collectives flags, each starting with --")
     if not a.bracket > 1:
         die(f"--bracket={a.bracket:g}: a factor above 1")
     if any(r < 2 for r in a.ranks) or a.reps < 1:

@@ -40,7 +40,8 @@ KNOWN = {name: [os.path.join(BIN, name)] for name in (
 KNOWN["run_all.sh"] = ["bash", os.path.join(ROOT, "run_all.sh")]
 for _tool in ("ab.sh", "cluster.sh", "gpu_check.sh", "gpu_bundle.sh", "bare_build.sh"):
     KNOWN[_tool] = ["bash", os.path.join(ROOT, "tools", _tool)]
-KNOWN["torch_adam.py"] = ["python3", os.path.join(ROOT, "tools", "torch_adam.py")]
+for _py in ("torch_adam.py", "predict_accuracy.py"):
+    KNOWN[_py] = ["python3", os.path.join(ROOT, "tools", _py)]
 for _py in ("zbplot.py", "summary.py", "compare.py", "ab/ab.py"):
     KNOWN[os.path.basename(_py)] = ["python3", os.path.join(ROOT, "plots", _py)]
 # Words after which a binary's words belong to another (None: to a tool this test does not check).

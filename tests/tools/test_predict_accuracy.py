@@ -16,6 +16,7 @@ BAD = [(["one-node", "--ranks=2,x"], "--ranks=2,x"),
        (["more-ranks", "--sweep-gbps=-1"], "above 0"),
        (["quantized", "--bracket=1"], "--bracket=1: a factor above 1"),
        (["quantized", "--bracket=x"], "--bracket"),
+       (["one-node", "--sweep-flags=footprint=8M"], "each starting with --"),
        (["one-node", "--bin=/no/such/dir"], "holds no zb_predict")]
 
 
