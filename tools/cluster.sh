@@ -133,9 +133,6 @@ cluster_up() {
     ip netns add "$ns" && made ns "$ns" || fail "cannot make the network namespace $ns"
     # No IPv6: its router solicitations and the like would be counted as inter-node bytes.
     ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
-    # Each job opens new connections, and the kernel would start them from what the last job's
-    # left (window, round trip), so a run would depend on the runs before it (docs/cluster.md).
-    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_no_metrics_save=1
     ip link add uplink netns "$ns" mtu 65000 type veth peer name "p$i" netns "$sw" mtu 65000 \
       || fail "cannot make the veth pair of node $i"
     ip -n "$sw" link set "p$i" master br0 up
