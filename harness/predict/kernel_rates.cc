@@ -65,8 +65,7 @@ double KernelRates::seconds(const ScheduleOp& op, Status* missing) const {
   return op.elements / it->second;
 }
 
-double KernelRates::step_kernel_seconds(const ScheduleOp& op, const std::string& grad, double* lag_s) const {
-  if (lag_s) *lag_s = 0;
+double KernelRates::step_kernel_seconds(const ScheduleOp& op, const std::string& grad) const {
   if (op.elements <= 0) return 0;
   // backward's format is the gradient dtype; update's the optimizer.
   auto it = op.what == "update" ? sized_.find({op.format, grad}) : sized_.find({kSyntheticGradKernel, op.format});
@@ -76,9 +75,7 @@ double KernelRates::step_kernel_seconds(const ScheduleOp& op, const std::string&
     const double d = std::fabs(std::log(params / op.elements));
     if (d < distance) distance = d, best = rate;
   }
-  const double seconds = op.elements / best;
-  if (lag_s) *lag_s = seconds * rank_spread_;
-  return seconds;
+  return op.elements / best;
 }
 
 }  // namespace zb

@@ -36,9 +36,8 @@ class KernelRates {
   double seconds(const ScheduleOp& op, Status* missing) const;
 
   // A logged backward's synthetic gradient or update (schedule_log.h) at its measured rate, at
-  // `grad` dtype for the update; NaN where the file times no such kernel. `lag_s` (optional)
-  // gets what the fastest rank saves of those seconds (rank_spread() times them).
-  double step_kernel_seconds(const ScheduleOp& op, const std::string& grad, double* lag_s = nullptr) const;
+  // `grad` dtype for the update; NaN where the file times no such kernel.
+  double step_kernel_seconds(const ScheduleOp& op, const std::string& grad) const;
 
   double rank_spread() const { return rank_spread_; }
   bool empty() const { return rates_.empty() && sized_.empty(); }

@@ -41,18 +41,17 @@ ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status*
   c.layer_busy = step.compute.kind == ComputeSpec::Kind::spin || step.compute.kind == ComputeSpec::Kind::gemm;
   if (op.quantization_kernel()) {
     c.kernel_s = kernel_seconds(step, op, missing);
-    c.lag_s = step.kernels ? c.kernel_s * step.kernels->rank_spread() : 0.0;
   } else if (op.what == "idle") {
     c.layer_s = op.seconds;
   } else {
     if (op.what == "forward") c.layer_s = step.compute.seconds;
     if (op.what == "backward") c.layer_s = 2 * step.compute.seconds;
     // Kernels zb_optimizer did not time are left out, as before they were priced at all.
-    double lag = 0;
-    const double k = step.kernels ? step.kernels->step_kernel_seconds(op, step.grad_dtype, &lag) : 0.0;
+    const double k = step.kernels ? step.kernels->step_kernel_seconds(op, step.grad_dtype) : 0.0;
     c.kernel_s = std::isfinite(k) ? k : 0.0;
-    c.lag_s = std::isfinite(k) ? lag : 0.0;
   }
+  // Every kernel the same share faster on the fastest rank (KernelRates::rank_spread).
+  c.lag_s = step.kernels ? c.kernel_s * step.kernels->rank_spread() : 0.0;
   return c;
 }
 
