@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace zb {
@@ -17,15 +18,32 @@ constexpr int kCommThreadNice = 10;
 constexpr double kParkAfterSeconds = 1.0;
 // A waiter checks for completion this long before it sleeps: a small collective completes
 // within it, and then nobody pays a futex sleep and wake-up (tens of microseconds on a
-// virtual machine). It yields meanwhile, so a communication thread sharing its core runs.
+// virtual machine). Only where each rank has two cores, though (waiter_spin_seconds).
 constexpr double kWaitSpinSeconds = 50e-6;
 // How often a parked communication thread checks a collective running on the caller.
 constexpr int kWatchMilliseconds = 50;
 
+int allowed_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
 }  // namespace
 
+// With fewer than two cores a rank, the spin holds the core that the collective it waits for
+// needs: yielding does not hand it to a thread at idle priority. With 2 ranks on 2 cores each
+// ZeRO-3 gather started 40 to 70 us after its issue, and z3's median step over 10 runs took
+// 6 ms longer than with no spin (docs/measurements.md).
+double waiter_spin_seconds(int allowed_cores, int machine_cores, int ranks_on_machine) {
+  const int shared = std::max(1, machine_cores) / std::max(1, ranks_on_machine);
+  return std::min(allowed_cores, shared) >= 2 ? kWaitSpinSeconds : 0.0;
+}
+
 CpuStreamCommunicator::CpuStreamCommunicator(const Topology& topo, double timeout_s)
-    : Communicator(topo.rank, topo.size, timeout_s) {
+    : Communicator(topo.rank, topo.size, timeout_s),
+      wait_spin_s_(waiter_spin_seconds(allowed_cores(), int(std::thread::hardware_concurrency()),
+                                       topo.device_ranks)) {
   set_groups(topo);
 }
 
@@ -60,10 +78,12 @@ Status CpuStreamCommunicator::record(Event* event) {
 
 Status CpuStreamCommunicator::wait(const Event& event) {
   if (completed_.load(std::memory_order_acquire) >= event.seq && !failed_.load()) return Status::ok();
-  const double start = now_seconds();
-  while (now_seconds() - start < kWaitSpinSeconds) {
-    if (completed_.load(std::memory_order_acquire) >= event.seq || failed_.load()) break;
-    sched_yield();
+  if (wait_spin_s_ > 0) {
+    const double start = now_seconds();
+    while (now_seconds() - start < wait_spin_s_) {
+      if (completed_.load(std::memory_order_acquire) >= event.seq || failed_.load()) break;
+      sched_yield();
+    }
   }
   std::unique_lock<std::mutex> lock(mu_);
   ++sleepers_;

@@ -16,6 +16,11 @@
 
 namespace zb {
 
+// How long a rank waiting for a collective checks for its end before it sleeps: 50 us where
+// the rank has two cores, for its calling thread and its communication thread, among those it
+// may run on (`allowed_cores`) and in its share of the machine's; else none.
+double waiter_spin_seconds(int allowed_cores, int machine_cores, int ranks_on_machine);
+
 class CpuStreamCommunicator : public Communicator {
  public:
   ~CpuStreamCommunicator() override;
@@ -91,6 +96,7 @@ class CpuStreamCommunicator : public Communicator {
   uint64_t watched_seq_ = 0;              // the watchdog's: what it saw running, since when
   double watched_since_ = 0;
   int sleepers_ = 0;                      // under mu_: waiters asleep on done_cv_
+  const double wait_spin_s_;              // how long a waiter checks before it sleeps
 };
 
 }  // namespace zb
