@@ -1,11 +1,13 @@
 // The CPU copy engine: jobs run in queue order, a ticket's wait sees everything before it, the
-// statistics count each copy once, and a failing job's error comes back to the waiter.
+// statistics count each copy once, and a failing job's error comes back to the waiter. And the
+// CPU stream's waiter: whether it checks for the collective's end before it sleeps.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <numeric>
 #include <vector>
 
+#include "harness/comm/cpu_stream.h"
 #include "harness/compute/copy_engine.h"
 
 namespace zb {
@@ -54,6 +56,19 @@ TEST(CopyEngine, TracesCopiesAndHostJobsOnTheCopyTrack) {
   EXPECT_EQ(spans[0].name, "d2h c0");
   EXPECT_EQ(spans[0].track, Track::copy);
   EXPECT_LE(spans[0].end_s, spans[1].start_s);
+}
+
+TEST(CpuStream, WaiterSpinsOnlyWhereEachRankHasTwoCores) {
+  // 2 ranks unbound on 2 cores (this project's CI machine): a core each, no spin.
+  EXPECT_EQ(waiter_spin_seconds(2, 2, 2), 0.0);
+  // One rank alone on 2 cores, and 8 ranks unbound on 64: two cores or more each.
+  EXPECT_EQ(waiter_spin_seconds(2, 2, 1), 50e-6);
+  EXPECT_EQ(waiter_spin_seconds(64, 64, 8), 50e-6);
+  // Bound to one core (mpirun --bind-to core), however large the machine.
+  EXPECT_EQ(waiter_spin_seconds(1, 64, 8), 0.0);
+  // More ranks than cores, and nothing known of the machine.
+  EXPECT_EQ(waiter_spin_seconds(2, 2, 4), 0.0);
+  EXPECT_EQ(waiter_spin_seconds(1, 0, 0), 0.0);
 }
 
 }  // namespace
