@@ -59,7 +59,7 @@ TEST(CopyEngine, TracesCopiesAndHostJobsOnTheCopyTrack) {
 }
 
 TEST(CpuStream, WaiterSpinsOnlyWhereEachRankHasTwoCores) {
-  // 2 ranks unbound on 2 cores (this project's CI machine): a core each, no spin.
+  // 2 ranks unbound on 2 cores (this project's CI machine): one core each, no spin.
   EXPECT_EQ(waiter_spin_seconds(2, 2, 2), 0.0);
   // One rank alone on 2 cores, and 8 ranks unbound on 64: two cores or more each.
   EXPECT_EQ(waiter_spin_seconds(2, 2, 1), 50e-6);
