@@ -229,10 +229,10 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
     out->serial_s = serial.mean_s;
   }
   if (setup.serial && setup.serial_idle_s > 0) {
-    // Each rank idles alike, from a barrier, so what the median adds to serial_s is waking
-    // up: this rank's communication thread, the peers' late by their own wake-up.
+    // Each rank idles alike, from the barrier every round starts with (Run::interleaved), so
+    // what the median adds to serial_s is waking up: this rank's communication thread, the
+    // peers' late by their own wake-up.
     auto idle = [&]() -> Status {
-      ZB_RETURN_IF_ERROR(comm.barrier());
       std::this_thread::sleep_for(std::chrono::duration<double>(setup.serial_idle_s));
       return Status::ok();
     };

@@ -76,9 +76,10 @@ Status kernel_against_limit(Run& run, Compute& compute, const KernelUnderTest& k
   // the step's kernels as they run these, side by side on the host's cores, and a rank that is
   // steadily faster runs that much further ahead of the others with every kernel (zb_predict).
   // Taken from the first loop, where every rank runs this kernel back to back as every rank
-  // runs the same kernels in a step. In the interleaved loop the ranks drift out of phase: one
-  // rank's kernel then keeps meeting another rank's probe, every round alike, and the spread
-  // measured the probes (4 ranks on 2 cores: 0.43 to 0.58 there, 0.18 to 0.24 here).
+  // runs the same kernels in a step. The interleaved loop's ranks, before each variant
+  // started together there, drifted out of phase: one rank's kernel kept meeting another
+  // rank's probe, and the spread measured the probes (4 ranks on 2 cores: 0.43 to 0.58 there,
+  // 0.18 to 0.24 here).
   out->rank_spread = tk.slowest_rank_median_s > 0 ? 1 - tk.fastest_rank_median_s / tk.slowest_rank_median_s : 0;
   run.state().SetLabel("limit: " + out->limit_pattern);
   run.counter("ranks", run.driver().size());

@@ -153,11 +153,7 @@ Status run_pipeline_benchmark(Run& run, Compute& compute, const PipelineBenchSet
                             p->set_mode(mode);
                             return p->step();
                           },
-                          [&] { return p->step(); },
-                          [&]() -> Status {  // every rank done before any starts the next kind (zb_zero)
-                            ZB_RETURN_IF_ERROR(p->finish());
-                            return comm.barrier();
-                          }};
+                          [&] { return p->step(); }, [&] { return p->finish(); }};
     };
     std::vector<Timing> t3;
     ZB_RETURN_IF_ERROR(run.interleaved(

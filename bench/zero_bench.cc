@@ -150,20 +150,13 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
     // meaningless from here on. Each is its fastest step: jitter only ever adds time.
     // Each timed step follows an untimed one of the same kind, so it meets the collectives
     // that kind leaves in flight (z1/z2's weight all-gathers), as a steady-state step does.
-    // After it every rank waits for the others: a rank done with its part of the last
-    // collective would otherwise start the next kind (a compute-only step's kernels) beside
-    // a rank still in it, and on shared cores stretch it (50 ms of dp's communication-only
-    // step at 2 nodes x 2 ranks on 2 cores, docs/measurements.md).
     auto in_mode = [&](StepMode mode) {
       return Run::Variant{[&, mode]() -> Status {
                             ZB_RETURN_IF_ERROR(z->finish());
                             z->set_mode(mode);
                             return z->step();
                           },
-                          step, [&]() -> Status {
-                            ZB_RETURN_IF_ERROR(z->finish());
-                            return comm.barrier();
-                          }};
+                          step, [&] { return z->finish(); }};
     };
     std::vector<Timing> t3;
     ZB_RETURN_IF_ERROR(run.interleaved(

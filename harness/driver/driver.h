@@ -68,7 +68,8 @@ class Run {
   // Several variants timed in rounds (each round runs every variant once), so that a slow
   // spell of a shared machine lands on all of them alike and their differences stay honest.
   // `before` and `after` run untimed around each timed `body` (e.g. a step to reach the
-  // steady state, then draining what it left in flight).
+  // steady state, then draining what it left in flight). Every rank starts each variant
+  // together (a barrier before its `before`).
   struct Variant {
     std::function<Status()> before, body, after;
   };

@@ -133,6 +133,11 @@ Status Run::interleaved(const std::vector<Variant>& variants, std::vector<Timing
   for (int64_t i = 0; i < d.warmup() + d.iterations(); ++i)
     for (size_t k = 0; k < variants.size(); ++k) {
       const Variant& v = variants[k];
+      // Every rank starts each variant together: a rank done early with the last one would
+      // otherwise run this one (a compute-only step's kernels, a bandwidth probe) beside
+      // another rank's tail of it, and on shared cores stretch it. At 2 nodes x 2 ranks on 2
+      // cores that added 50 ms to dp's communication-only step (docs/measurements.md).
+      ZB_RETURN_IF_ERROR(d.comm().barrier());
       if (v.before) ZB_RETURN_IF_ERROR(v.before());
       if (i >= d.warmup()) {
         Recording on(*this, &samples[k]);
