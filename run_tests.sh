@@ -7,4 +7,7 @@ cd "$(dirname "$0")"
 tools/install_deps.sh
 tools/build.sh build
 tools/build.sh build-nocuda -DZB_CUDA=OFF
-ctest --test-dir build --output-on-failure -j "$(nproc 2>/dev/null || echo 2)" "$@"
+# Two jobs more than cores: much of the suite waits rather than computes (mpirun starting,
+# timeouts a test provokes, sleeping compute), so as many jobs as cores left them idle. On 2
+# cores, 2026-12-03: 308 s of ctest with 2 jobs, 293 s with 3, 268 s with 4.
+ctest --test-dir build --output-on-failure -j "$(( $(nproc 2>/dev/null || echo 2) + 2 ))" "$@"
