@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Regression comparator: current Google Benchmark results against a baseline, exit 1 if worse."""
 
-import argparse
 import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import cli  # noqa: E402
 import gbjson  # noqa: E402
 from compare_rules import (DEFAULT_GATE, DEFAULT_THRESHOLD, TOLERANCE_HELP,  # noqa: E402
                            Row, compare_benchmark, parse_tolerances, with_new_names)
@@ -149,7 +149,7 @@ def render(sections, table, heading):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__)
+    p = cli.Parser(description=__doc__)
     p.add_argument("baseline", help="Google Benchmark JSON file or results folder")
     p.add_argument("current", help="Google Benchmark JSON file or results folder")
     p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,

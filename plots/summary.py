@@ -5,13 +5,13 @@ details: the article's table measured, predictions, collectives, sweeps, plan, p
 Only selects, compares and formats values the C++ benchmarks wrote; it measures nothing.
 """
 
-import argparse
 import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import cli  # noqa: E402
 import gbjson  # noqa: E402
 import stage_table  # noqa: E402
 import summary_checks  # noqa: E402
@@ -276,7 +276,7 @@ def pipeline_section(results):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = cli.Parser(description=__doc__.splitlines()[0])
     p.add_argument("results", metavar="RESULTS_DIR")
     p.add_argument("--print", action="store_true", help="also print summary.md")
     p.add_argument("--fit-params", metavar="P", help="say which stages fit a model of P parameters "

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Draws every figure a results folder has data for into RESULTS_DIR/figures (PNG, PDF, CSV)."""
 
-import argparse
 import glob
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import cli  # noqa: E402
 import gbjson  # noqa: E402
 import stage_table  # noqa: E402
 import figstyle  # noqa: E402  (selects the Agg backend before any figure module)
@@ -89,7 +89,7 @@ def _jobs(results):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__)
+    p = cli.Parser(description=__doc__)
     p.add_argument("results", metavar="RESULTS_DIR", help="folder written by run_all.sh")
     args = p.parse_args(argv)
     if not os.path.isdir(args.results):

@@ -4,7 +4,6 @@ one-node errors over repetitions of the default run's configuration, a step's ex
 communication by cause with the schedule-keeping sleep and the old sleep-for, and on
 tools/cluster.sh (root) other link rates, more ranks and a quantized configuration's crossing
 predicted from one sweep."""
-import argparse
 import json
 import os
 import statistics
@@ -14,6 +13,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "plots"), os.path.join(ROOT, "tools")]
+import cli  # noqa: E402  (one line and exit 2 for a bad option)
 import run_table  # noqa: E402  (the runs' own arguments: one fact in one place)
 import tolerances  # noqa: E402  (the summary's own bars)
 
@@ -358,13 +358,8 @@ def quantized(a, tmp):
               f"| {name(m)} | {name(p)} |")
 
 
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and exit 2, as every zerobench tool refuses bad input
-        die(message)
-
-
 def main(argv=None):
-    p = Parser(description=__doc__)
+    p = cli.Parser(description=__doc__)
     p.add_argument("table", choices=list(TABLES), help="one-node: the predictor's errors at each --ranks; causes: "
                    "exposed communication by cause, sleep against sleep-for; links, more-ranks, quantized: on "
                    "tools/cluster.sh")

@@ -17,6 +17,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # the gate's modules, then plots/'s shared ones
 
+import cli  # noqa: E402
 import gbjson  # noqa: E402
 import figstyle  # noqa: E402  (selects the Agg backend before any figure is drawn)
 import fig_ab  # noqa: E402
@@ -197,15 +198,8 @@ def write_whole(path, text):
         raise
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        # One line, exit 2, as for every other bad input.
-        print(f"ab: error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
 def parse_args(argv):
-    p = _Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = cli.Parser(prog="ab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("ab_dir", metavar="AB_DIR", help="folder with A/<pair>/ and B/<pair>/ runs")
     p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                    help="relative worsening the gate must catch; a gated timing worse by less "
