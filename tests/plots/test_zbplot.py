@@ -163,6 +163,32 @@ def test_extra_and_missing_fields(tmp_path):
     assert "no benchmark with busbw_GBps" in r.stderr
 
 
+def test_drawn_side_by_side_or_one_at_a_time_alike(tmp_path):
+    # The same figures, byte for byte, the same lines in the same order, and a figure with
+    # nothing to draw skipped alike: whether each is drawn in a process of its own or not.
+    made = {}
+    for jobs in (1, 3):
+        folder = tmp_path / f"jobs{jobs}"
+        folder.mkdir()
+        write(folder / "zero.json", results_folder(tmp_path / "all")["zero.json"])
+        write(folder / "collectives.json", doc([row("all_reduce/bytes:1024", 1.0)]))
+        write(folder / "trace.json", trace(waits=True))
+        r = run_tool("zbplot.py", folder, f"--jobs={jobs}")
+        assert r.returncode == 0, r.stderr
+        assert "no benchmark with busbw_GBps" in r.stderr
+        files = {f: (folder / "figures" / f).read_bytes() for f in sorted(os.listdir(folder / "figures"))}
+        made[jobs] = (r.stdout, files)
+    assert made[1][0] == made[3][0] and made[1][0].count("zbplot: wrote") == 4
+    assert made[1][1] == made[3][1]
+
+
+@pytest.mark.parametrize("jobs", ["0", "-1", "two"])
+def test_a_bad_jobs_value_exits_2_with_one_line(tmp_path, jobs):
+    r = run_tool("zbplot.py", tmp_path, f"--jobs={jobs}")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and ": error: argument --jobs: a whole number" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("name,content", [
     ("collectives.json", "{broken"),
     ("zero.json", json.dumps({"traceEvents": []})),
