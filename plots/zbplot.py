@@ -2,6 +2,7 @@
 """Draws every figure a results folder has data for into RESULTS_DIR/figures (PNG, PDF, CSV)."""
 
 import argparse
+import concurrent.futures
 import glob
 import multiprocessing
 import os
@@ -145,8 +146,15 @@ def main(argv=None):
     # run's nineteen take 15 s on one core). The lines below come in the figures' own order.
     workers = min(len(jobs), args.jobs or _cores())
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            results = pool.starmap(_draw, [(i, outdir) for i in range(len(jobs))], chunksize=1)
+        # An executor, not a Pool: a drawing process that dies (killed, out of memory) ends the
+        # run with an error here, where a Pool would wait for its figure forever.
+        try:
+            with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
+                results = list(ex.map(_draw, range(len(jobs)), [outdir] * len(jobs)))
+        except concurrent.futures.process.BrokenProcessPool:
+            print("zbplot: error: a process drawing figures died (killed, or out of memory); "
+                  "--jobs=1 draws them one at a time", file=sys.stderr)
+            return 1
     else:
         results = [_draw(i, outdir) for i in range(len(jobs))]
     drawn = 0

@@ -182,6 +182,20 @@ def test_drawn_side_by_side_or_one_at_a_time_alike(tmp_path):
     assert made[1][1] == made[3][1]
 
 
+def test_a_drawing_process_that_dies_is_an_error_not_a_hang(tmp_path, monkeypatch):
+    import signal
+    import zbplot  # run_tool has put plots/ on the path
+    write(tmp_path / "zero.json", results_folder(tmp_path / "all")["zero.json"])
+    killed = [(names, convert, lambda data, out: os.kill(os.getpid(), signal.SIGKILL))
+              if draw.__name__ == "step_time" else (names, convert, draw)
+              for names, convert, draw in zbplot.FIGURES]
+    monkeypatch.setattr(zbplot, "FIGURES", killed)
+    r = run_tool("zbplot.py", tmp_path, "--jobs=2")
+    assert r.returncode == 1
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and errors[0].startswith("zbplot: error: a process drawing figures died"), r.stderr
+
+
 @pytest.mark.parametrize("jobs", ["0", "-1", "two"])
 def test_a_bad_jobs_value_exits_2_with_one_line(tmp_path, jobs):
     r = run_tool("zbplot.py", tmp_path, f"--jobs={jobs}")
