@@ -143,13 +143,14 @@ def main(argv=None):
     outdir = os.path.join(args.results, "figures")
     _JOBS[:] = jobs
     # Each figure is drawn alone, so they are drawn side by side where there are cores (a
-    # run's nineteen take 15 s on one core). The lines below come in the figures' own order.
+    # run's nineteen took 16 s on one core). The lines below come in the figures' own order.
     workers = min(len(jobs), args.jobs or _cores())
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
         # An executor, not a Pool: a drawing process that dies (killed, out of memory) ends the
         # run with an error here, where a Pool would wait for its figure forever.
         try:
-            with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
+            fork = multiprocessing.get_context("fork")
+            with concurrent.futures.ProcessPoolExecutor(workers, mp_context=fork) as ex:
                 results = list(ex.map(_draw, range(len(jobs)), [outdir] * len(jobs)))
         except concurrent.futures.process.BrokenProcessPool:
             print("zbplot: error: a process drawing figures died (killed, or out of memory); "
