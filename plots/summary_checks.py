@@ -163,19 +163,37 @@ def check_links(ctx, p):
                f"{_bound(-tol.LINK_BELOW)} to {_bound(tol.LINK_ABOVE)})", _pct(r), why)
 
 
-def _sweep_noise(results, ctx):
-    """The largest |bare_repeat_ratio - 1| over the sizes of the sweep zb_predict read (each
-    size's median), and the sweep's file name; NaN and "" without one."""
+def _sweep(results, ctx):
+    """The sweep zb_predict read, as its command line names it (else predict_sweep.json): the
+    file's name, context and runs; "", {} and [] without one."""
     m = re.search(r"--sweep=(\S+)", (ctx or {}).get("command_line", ""))
     names = [os.path.basename(m.group(1))] if m else []
     for name in names + ["predict_sweep.json"]:
         path = os.path.join(results, name)
         if os.path.isfile(path):
-            picks = gbjson.representative(gbjson.load_gb(path)[1]).values()
-            ratios = [abs(p.value("bare_repeat_ratio") - 1) for p in picks
-                      if _finite(p.value("bare_repeat_ratio"))]
-            return max(ratios, default=math.nan), name
-    return math.nan, ""
+            return (name, *gbjson.load_gb(path))
+    return "", {}, []
+
+
+def _sweep_noise(runs):
+    """The largest |bare_repeat_ratio - 1| over a sweep's sizes (each size's median); NaN
+    without one."""
+    ratios = [abs(p.value("bare_repeat_ratio") - 1) for p in gbjson.representative(runs).values()
+              if _finite(p.value("bare_repeat_ratio"))]
+    return max(ratios, default=math.nan)
+
+
+def _warm_gathers(ctx, p, table, sweep_ctx, off_s):
+    """Whether a stage that all-gathers was priced short on CPU ranks of one node from a sweep
+    that ran each size's calls on the same buffers: the bias measured there (docs/predict.md),
+    since the step's gathers each read their own layer's data, no longer in the caches."""
+    ctx = ctx or {}
+    row = table.get(p.params.get("stage")) if table else None
+    cpu_ranks = ctx.get("backend") in ("mpi", "gloo")  # nccl is the GPUs'
+    return (cpu_ranks and str(ctx.get("nodes")) == "1"
+            and _finite(off_s) and off_s < 0 and row is not None
+            and any(x.get("op") == "all_gather" for x in row.get("passes", []))
+            and not re.search(r"--footprint=(?!0\b)", (sweep_ctx or {}).get("command_line", "")))
 
 
 def _measured_row(results, name):
@@ -201,8 +219,9 @@ def _exposed_allowed(measured):
     return tol.PREDICTION_EXPOSED_REL * measured
 
 
-def _prediction_why(ctx, p, results, off_s, exposed):
-    noise, sweep = _sweep_noise(results, ctx)
+def _prediction_why(ctx, p, results, off_s, exposed, table=None):
+    sweep, sweep_ctx, sweep_runs = _sweep(results, ctx)
+    noise = _sweep_noise(sweep_runs)
     if p.value("extrapolated") == 1:
         return "some of the step's collectives are larger than the sweep's largest size (extrapolated)"
     if p.value("modelled") == 1:
@@ -220,19 +239,27 @@ def _prediction_why(ctx, p, results, off_s, exposed):
                     if _finite(predicted_skew) and predicted_skew > 0 else "")
         return (f"{skew * 1e3:.2f} ms of the measured exposed time was waiting for a late rank{who} "
                 f"(`skew_wait_s`){modelled}: the ranks drifted apart more than their kernels' speeds say")
-    if _finite(noise) and noise > tol.PREDICTION_COMM_REL:
-        return (f"the sweep's bare calls moved up to {noise:.0%} between two runs of the same call "
-                f"(`bare_repeat_ratio` in {sweep}): this machine's noise is above the bar")
+    noisy = _finite(noise) and noise > tol.PREDICTION_COMM_REL
+    noise_why = (f"the sweep's bare calls moved up to {noise:.0%} between two runs of the same call "
+                 f"(`bare_repeat_ratio` in {sweep}): this machine's noise is above the bar")
+    if not exposed and _warm_gathers(ctx, p, table, sweep_ctx, off_s):
+        warm = (f"on CPU ranks of one node {sweep} ran each size's calls on the same buffers, warm in "
+                "the caches, where the step's gathers each read their own layer's data: stages that "
+                "gather come out short (docs/predict.md)")
+        return warm + ("; and " + noise_why if noisy else "")
+    if noisy:
+        return noise_why
     return NO_CAUSE + " (`zb_predict --measured=... --explain` lines the step up against its trace)"
 
 
-def check_prediction(ctx, p, results):
+def check_prediction(ctx, p, results, table=None):
     c = p.value("comm_error")
     if _finite(c) and abs(c) > tol.PREDICTION_COMM_REL:
         pm, mm = p.value("comm_s_predicted"), p.value("comm_s_measured")
         times = f" ({pm * 1e3:.2f} ms predicted, {mm * 1e3:.2f} measured)" if _finite(pm, mm) else ""
         yield (4, f"communication predicted more than {tol.PREDICTION_COMM_REL:.0%} off (`comm_error`)",
-               _pct(c) + times, _prediction_why(ctx, p, results, pm - mm if _finite(pm, mm) else math.nan, False))
+               _pct(c) + times,
+               _prediction_why(ctx, p, results, pm - mm if _finite(pm, mm) else math.nan, False, table))
     pe, me = p.value("exposed_comm_s_predicted"), p.value("exposed_comm_s_measured")
     if _finite(pe, me) and abs(pe - me) > _exposed_allowed(me):
         e = p.value("exposed_error")
@@ -304,7 +331,7 @@ def file_findings(results, fname):
            for r in failed.values()]
     for p in picks:
         found = [*check_wrong(ctx, p), *check_books(ctx, p, table), *check_memory(ctx, p),
-                 *check_sockets(ctx, p), *check_links(ctx, p), *check_prediction(ctx, p, results),
+                 *check_sockets(ctx, p), *check_links(ctx, p), *check_prediction(ctx, p, results, table),
                  *check_overhead(ctx, p)]
         out += [Finding(check, fname, label(p), value, why, order) for order, check, value, why in found]
     return out

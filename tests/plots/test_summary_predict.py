@@ -12,16 +12,16 @@ from results_fixture import NAN, doc, manifest, row, run_tool, write, zero
 ZERO_NAME = "zero/stage:{}/params:1048576/compute:spin:200"
 
 
-def predicted(**by_stage):
+def predicted(context=None, **by_stage):
     """predict.json with the names of zero()'s benchmarks: {stage: (comm predicted, comm measured,
-    exposed predicted, exposed measured)}."""
+    exposed predicted, exposed measured)}; `context` adds keys to its context."""
     rows = []
     for stage, (cp, cm, ep, em) in by_stage.items():
         rows.append(row(ZERO_NAME.format(stage), 1.0, "ms", ranks=4, params=1048576, collectives=3,
                         comm_s_predicted=cp, comm_s_measured=cm, comm_error=cp / cm - 1,
                         exposed_comm_s_predicted=ep, exposed_comm_s_measured=em, exposed_error=ep / em - 1,
                         exposed_error_s=ep - em, extrapolated=0, modelled=0))
-    return doc(rows)
+    return doc(rows, **(context or {}))
 
 
 @pytest.fixture
@@ -96,6 +96,32 @@ def test_only_the_skew_the_model_did_not_predict_is_the_reason(folder):
     assert len(found) == 1, found
     assert "2.50 ms of the measured exposed time was waiting for a late rank (rank 1 most often)" in found[0]
     assert "0.20 ms of it predicted from the kernels' `rank_spread`" in found[0]
+
+
+WARM = "stages that gather come out short"
+
+
+@pytest.mark.parametrize("backend,nodes,sweep_flags,warm", [
+    ("mpi", "1", "", {"z1"}),  # z1 gathers and is short; dp neither gathers nor is, z3 is long
+    ("gloo", "1", "--footprint=0", {"z1"}),
+    ("nccl", "1", "", set()),  # GPUs: not the CPU caches' bias
+    ("mpi", "2", "", set()),  # across nodes the links set the time
+    ("mpi", "1", "--footprint=16M", set()),  # the sweep already spread its calls
+])
+def test_a_short_gathering_stage_on_one_cpu_node_names_the_warm_sweep(folder, backend, nodes,
+                                                                       sweep_flags, warm):
+    write(folder / "zero.json", zero())
+    sweep_line = f"zb_collectives --progress=thread {sweep_flags}"
+    write(folder / "predict_sweep.json", doc([], command_line=sweep_line))
+    context = {"backend": backend, "nodes": nodes,
+               "command_line": f"zb_predict --sweep={folder}/predict_sweep.json"}
+    write(folder / "predict.json", predicted(context, dp=(0.0046, 0.004, 0.003, 0.003),
+                                             z1=(0.003, 0.004, 0.003, 0.003),
+                                             z3=(0.005, 0.004, 0.003, 0.003)))
+    found = [f for f in findings(folder) if "`comm_error`" in f]
+    named = {s for s in ("dp", "z1", "z3") for f in found if f" {s} " in f and WARM in f}
+    assert named == warm, found
+    assert len(found) == (2 if warm else 1), found  # the warm reason is a line of its own
 
 
 # predict_quantized.json: z3 and z3+qw:int8 at three link rates, the quantized one crossing at
