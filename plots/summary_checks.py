@@ -243,9 +243,9 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
     noise_why = (f"the sweep's bare calls moved up to {noise:.0%} between two runs of the same call "
                  f"(`bare_repeat_ratio` in {sweep}): this machine's noise is above the bar")
     if not exposed and _warm_gathers(ctx, p, table, sweep_ctx, off_s):
-        warm = (f"on CPU ranks of one node {sweep} ran each size's calls on the same buffers, warm in "
-                "the caches, where the step's gathers each read their own layer's data: stages that "
-                "gather come out short (docs/predict.md)")
+        warm = (f"on CPU ranks of one node {sweep or 'the sweep'} ran each size's calls on the same "
+                "buffers, warm in the caches, where the step's gathers each read their own layer's "
+                "data: stages that gather come out short (docs/predict.md)")
         return warm + ("; and " + noise_why if noisy else "")
     if noisy:
         return noise_why
