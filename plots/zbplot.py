@@ -104,13 +104,6 @@ def _draw(i, outdir):
         return None, str(e)
 
 
-def _cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity outside Linux
-        return os.cpu_count() or 1
-
-
 def _positive(text):
     try:
         n = int(text)
@@ -144,8 +137,8 @@ def main(argv=None):
     _JOBS[:] = jobs
     # Each figure is drawn alone, so they are drawn side by side where there are cores (a
     # run's nineteen took 16 s on one core). The lines below come in the figures' own order.
-    workers = min(len(jobs), args.jobs or _cores())
-    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+    workers = min(len(jobs), args.jobs or len(os.sched_getaffinity(0)))
+    if workers > 1:
         # An executor, not a Pool: a drawing process that dies (killed, out of memory) ends the
         # run with an error here, where a Pool would wait for its figure forever.
         try:
