@@ -11,6 +11,7 @@
 #include "harness/pipeline/pipeline_step.h"
 #include "harness/predict/explain.h"
 #include "harness/predict/kernel_rates.h"
+#include "harness/predict/link_rate.h"
 #include "harness/predict/simulate.h"
 #include "harness/predict/sweep.h"
 #include "harness/predict/tiers.h"
@@ -33,7 +34,7 @@ struct PredictSetup {
   // The inter-node links at this rate (Gbit/s) when finite (--link-gbps), else as swept.
   double link_gbps = NAN;
   // required_link_gbps: the exposed communication's largest share of the step.
-  double exposed_limit = 0.05;
+  double exposed_limit = kDefaultExposedLimit;
   // The measured counters of the zb_zero benchmark of the same name (from --measured), to
   // report the prediction's error beside it; null when not given or not found.
   const std::map<std::string, double>* measured = nullptr;

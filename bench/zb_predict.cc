@@ -252,6 +252,8 @@ int main(int argc, char** argv) {
     }
   }
 
+  // The share behind required_link_gbps, for whoever reads the results rather than the console.
+  driver.context("exposed_limit", zb::fmt(opt.exposed_limit, 6));
   code = driver.run();
   if (driver.root() && !rows.empty()) {
     std::string handoff = sweep.handoff_defaulted()

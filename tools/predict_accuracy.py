@@ -249,33 +249,66 @@ def cluster_zero(a, path, compute):
 
 
 def links(a, tmp):
-    """2 nodes x 1: the sweep at --sweep-gbps predicts each --rates; each rate measured."""
-    sweep = os.path.join(tmp, "links_sweep.json")
-    on_cluster(2, 1, a.sweep_gbps, lambda: cluster_sweep(a, sweep))
-    measured = {}
-    for r in a.rates:
-        measured[r] = os.path.join(tmp, f"links_zero_{r}.json")
-        on_cluster(2, 1, r, lambda: cluster_zero(a, measured[r], LINK_COMPUTE))
-    pred = os.path.join(tmp, "links_predict.json")
-    run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", *LINK_MODEL, LINK_COMPUTE, "--overlap=on",
-                                 "--link-gbps=" + ",".join(str(r) for r in a.rates), f"--json={pred}"])
-    predicted = {}
-    with open(pred) as f:
-        for b in json.load(f)["benchmarks"]:
-            stage = b["name"].split("stage:")[1].split("/")[0]
-            predicted[(stage, float(b["link_gbps"]))] = b
-    print(f"sweep at {a.sweep_gbps} Gbit/s; exposed share: measured exposed_comm_s / step_s")
+    """2 nodes x 1: the sweep and the kernels' rates at --sweep-gbps predict each --rates, and each
+    stage's required_link_gbps; each rate measured, then each stage at its predicted rate divided
+    and multiplied by --bracket (the median of --reps each), to see its exposed share cross 5%."""
+    sweep, kernels = os.path.join(tmp, "links_sweep.json"), os.path.join(tmp, "links_kernels.json")
+
+    def swept():
+        cluster_sweep(a, sweep)
+        run(a.bin, 0, "zb_optimizer", [*KERNEL_RATES, f"--json={kernels}"], cluster=True)
+    on_cluster(2, 1, a.sweep_gbps, swept)
+
+    def predict(rates, path):
+        run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", f"--kernels={kernels}", *LINK_MODEL, LINK_COMPUTE,
+                                     "--overlap=on", "--link-gbps=" + ",".join(f"{r:.6g}" for r in rates),
+                                     f"--json={path}"])
+        with open(path) as f:
+            doc = json.load(f)
+        # The share of the step behind required_link_gbps, as zb_predict took it.
+        limit = float(doc["context"]["exposed_limit"])
+        return limit, {(b["name"].split("stage:")[1].split("/")[0], round(float(b["link_gbps"]), 3)): b
+                       for b in doc["benchmarks"]}
+
+    def measure(rate, stages, name):
+        """{stage: (median step_s, median exposed share)} over --reps runs at `rate`."""
+        paths = [os.path.join(tmp, f"{name}_{rep}.json") for rep in range(a.reps)]
+
+        def work():
+            for path in paths:
+                run(a.bin, 0, "zb_zero", [*LINK_MODEL, LINK_COMPUTE, "--overlap=on", "--iters=5", "--warmup=2",
+                                          "--no-check", f"--stages={','.join(stages)}", f"--json={path}"],
+                    cluster=True)
+        on_cluster(2, 1, rate, work)
+        got = [rows(path) for path in paths]
+        return {s: (statistics.median(g[s]["step_s"] for g in got),
+                    statistics.median(g[s]["exposed_comm_s"] / g[s]["step_s"] for g in got)) for s in stages}
+
+    limit, predicted = predict(a.rates, os.path.join(tmp, "links_predict.json"))
+    measured = {r: measure(r, STAGES, f"links_zero_{r:g}") for r in a.rates}
+    print(f"sweep and kernels at {a.sweep_gbps:g} Gbit/s; measured: the median of {a.reps}; exposed share: "
+          "exposed_comm_s / step_s")
     print("| stage | Gbit/s | step measured (ms) | step predicted (ms) | error | exposed share | required Gbit/s |")
     print("|---|---|---|---|---|---|---|")
     for stage in STAGES:
         for r in a.rates:
-            m, p = rows(measured[r]).get(stage), predicted.get((stage, float(r)))
-            if not m or not p:
-                continue
-            step = m["step_s"]
+            (step, share), p = measured[r][stage], predicted[(stage, round(r, 3))]
             print(f"| {stage} | {r:g} | {step * 1e3:.1f} | {p['step_s_predicted'] * 1e3:.1f} "
-                  f"| {p['step_s_predicted'] / step - 1:+.1%} | {m['exposed_comm_s'] / step:.1%} "
-                  f"| {p['required_link_gbps']:.3g} |")
+                  f"| {p['step_s_predicted'] / step - 1:+.1%} | {share:.1%} | {p['required_link_gbps']:.3g} |")
+    print()
+    print(f"each stage measured {a.bracket:g} times below and above its predicted required_link_gbps "
+          f"(exposed under {limit:.0%} of the step)")
+    print("| stage | required Gbit/s | below: Gbit/s, exposed share | above: Gbit/s, exposed share | crosses between |")
+    print("|---|---|---|---|---|")
+    for stage in STAGES:
+        need = predicted[(stage, round(a.rates[0], 3))]["required_link_gbps"]
+        if not 0 < need < 1e5:
+            print(f"| {stage} | {need:.3g} | | | no rate to bracket |")
+            continue
+        lo, hi = need / a.bracket, need * a.bracket
+        below, above = measure(lo, [stage], f"below_{stage}")[stage][1], measure(hi, [stage], f"above_{stage}")[stage][1]
+        crosses = below >= limit > above
+        print(f"| {stage} | {need:.3g} | {lo:.3g}, {below:.1%} | {hi:.3g}, {above:.1%} | {'yes' if crosses else 'no'} |")
 
 
 def more_ranks(a, tmp):
@@ -367,11 +400,12 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=5, help="repetitions whose median is reported (default 5)")
     p.add_argument("--sweep-flags", default="", help="one-node: more zb_collectives flags for the sweep, "
                    "space-separated, to try a sweep other than the default run's (default none)")
-    p.add_argument("--rates", default="0.5,1,2,4", help="links: link rates measured, Gbit/s (default 0.5,1,2,4)")
+    p.add_argument("--rates", default="0.5,1,2,4", help="links: link rates measured and predicted, Gbit/s "
+                   "(default 0.5,1,2,4)")
     p.add_argument("--sweep-gbps", type=float, default=1, help="links, more-ranks, quantized: the link rate swept at "
                    "(default 1)")
-    p.add_argument("--bracket", type=float, default=2, help="quantized: how far below and above the predicted "
-                   "crossing to measure, a factor above 1 (default 2)")
+    p.add_argument("--bracket", type=float, default=2, help="links, quantized: how far below and above the "
+                   "predicted rate (required_link_gbps; the crossing) to measure, a factor above 1 (default 2)")
     p.add_argument("--out", default="", help="quantized: also write predict_quantized.json over rates around the "
                    "crossing to this folder and draw its quantized_crossing figure")
     p.add_argument("--bin", default=os.environ.get("ZB_BIN", os.path.join(ROOT, "build", "bin")),

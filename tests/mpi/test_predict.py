@@ -107,6 +107,14 @@ def test_an_exact_alpha_beta_sweep_gives_exactly_its_sum():
             assert b["extrapolated"] == 0
 
 
+def test_the_results_say_which_exposed_share_required_link_gbps_allowed():
+    # The one place a reader of the JSON (tools/predict_accuracy.py) learns the limit.
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = write(tmp, "sweep.json", sweep_doc(2))
+        data, _ = predict(sweep, [*MODEL, "--compute=sleep:1000", "--stages=dp", "--exposed-limit=0.07"])
+    assert float(data["context"]["exposed_limit"]) == 0.07
+
+
 def test_long_compute_hides_what_the_schedule_lets_it_hide():
     # Each layer's compute (0.1 s) far longer than any collective (< 1 ms). dp reduces each
     # bucket as backward fills it; all hide behind the backward still to run except the last
