@@ -251,7 +251,8 @@ def cluster_zero(a, path, compute):
 def links(a, tmp):
     """2 nodes x 1: the sweep and the kernels' rates at --sweep-gbps predict each --rates, and each
     stage's required_link_gbps; each rate measured, then each stage at its predicted rate divided
-    and multiplied by --bracket (the median of --reps each), to see its exposed share cross 5%."""
+    and multiplied by --bracket (the median of --reps each), to see its exposed share cross the
+    limit zb_predict took (--exposed-limit)."""
     sweep, kernels = os.path.join(tmp, "links_sweep.json"), os.path.join(tmp, "links_kernels.json")
 
     def swept():
@@ -286,8 +287,8 @@ def links(a, tmp):
 
     limit, predicted = predict(a.rates, os.path.join(tmp, "links_predict.json"))
     measured = {r: measure(r, STAGES, f"links_zero_{r:g}") for r in a.rates}
-    print(f"sweep and kernels at {a.sweep_gbps:g} Gbit/s; measured: the median of {a.reps}; exposed share: "
-          "exposed_comm_s / step_s")
+    print(f"sweep and kernels at {a.sweep_gbps:g} Gbit/s; measured: the median of {a.reps}; "
+          "exposed share: exposed_comm_s / step_s")
     print("| stage | Gbit/s | step measured (ms) | step predicted (ms) | error | exposed share | required Gbit/s |")
     print("|---|---|---|---|---|---|---|")
     for stage in STAGES:
@@ -298,7 +299,8 @@ def links(a, tmp):
     print()
     print(f"each stage measured {a.bracket:g} times below and above its predicted required_link_gbps "
           f"(exposed under {limit:.0%} of the step)")
-    print("| stage | required Gbit/s | below: Gbit/s, exposed share | above: Gbit/s, exposed share | crosses between |")
+    print("| stage | required Gbit/s | below: Gbit/s, exposed share | above: Gbit/s, exposed share "
+          "| crosses between |")
     print("|---|---|---|---|---|")
     for stage in STAGES:
         need = predicted[(stage, round(a.rates[0], 3))]["required_link_gbps"]
@@ -306,9 +308,10 @@ def links(a, tmp):
             print(f"| {stage} | {need:.3g} | | | no rate to bracket |")
             continue
         lo, hi = need / a.bracket, need * a.bracket
-        below, above = measure(lo, [stage], f"below_{stage}")[stage][1], measure(hi, [stage], f"above_{stage}")[stage][1]
-        crosses = below >= limit > above
-        print(f"| {stage} | {need:.3g} | {lo:.3g}, {below:.1%} | {hi:.3g}, {above:.1%} | {'yes' if crosses else 'no'} |")
+        below = measure(lo, [stage], f"below_{stage}")[stage][1]
+        above = measure(hi, [stage], f"above_{stage}")[stage][1]
+        crosses = "yes" if below >= limit > above else "no"
+        print(f"| {stage} | {need:.3g} | {lo:.3g}, {below:.1%} | {hi:.3g}, {above:.1%} | {crosses} |")
 
 
 def more_ranks(a, tmp):
