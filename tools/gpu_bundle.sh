@@ -26,7 +26,8 @@ Makes DIR (default gpu_bundle/ in the repository, ignored by git) holding:
              runtime linked in and NCCL loaded at run time; BUILD says from what. The GPU
              check runs them (tools/gpu_check.sh)
 An existing complete bundle of the same recipe is reused, and nccl-tests/ while built from
-the same source; --force makes both again.
+the same source; --force makes the bundle again, and nccl-tests/ where --nccl-tests-src is
+given (a failed build keeps the one before).
 Needs apt-get (with package lists: run apt-get update once) and python3 -m pip, reaching
 Debian's and PyPI's servers; nccl-tests/ needs nvcc, nccl.h and make. tools/bundle_env.sh puts
 a bundle in front of the system's copies; tools/gpu_check.sh --bundle=DIR uses it.
@@ -128,8 +129,9 @@ make_bundle() {
   } >"$work/MANIFEST.tmp"
   rm -rf "$work/debs" "$work/wheels" "$work/apt.log" "$work/pip.log"
   mv "$work/MANIFEST.tmp" "$work/MANIFEST"
-  # A nccl-tests/ built before is kept unless --force asks for it again.
-  if ((!force)) && [[ -d $out/nccl-tests ]]; then mv "$out/nccl-tests" "$work/"; fi
+  # A nccl-tests/ built before moves into the new bundle; make_nccl_tests decides whether
+  # --force builds it again, and keeps it where that build fails.
+  if [[ -d $out/nccl-tests ]]; then mv "$out/nccl-tests" "$work/"; fi
   rm -rf "$out"
   mv "$work" "$out"
   trap - EXIT
@@ -141,11 +143,15 @@ make_bundle() {
 # Stripped: their debug information would be most of the bundle.
 make_nccl_tests() {
   local id nvcc cuda nccl_home="" d
+  # What was built: a git directory's HEAD; a checkout's, marked -dirty where it has changes;
+  # else a hash of every file of the tree.
   if [[ $nccl_kind == git ]]; then
     id=$(git --git-dir="$nccl_src" rev-parse HEAD)
+  elif [[ -e $nccl_src/.git ]] && id=$(git -C "$nccl_src" rev-parse HEAD 2>/dev/null); then
+    [[ -z $(git -C "$nccl_src" status --porcelain 2>/dev/null) ]] || id+=-dirty
   else
-    [[ -e $nccl_src/.git ]] && id=$(git -C "$nccl_src" rev-parse HEAD 2>/dev/null) \
-      || id=sha256:$(cat "$nccl_src"/src/*.cu "$nccl_src"/src/*.h | sha256sum | cut -c1-16)
+    id=sha256:$(cd "$nccl_src" && find . -type f -not -path './.git/*' -print0 | LC_ALL=C sort -z \
+      | xargs -0 sha256sum | sha256sum | cut -c1-16)
   fi
   if ((!force)) && [[ -f $out/nccl-tests/BUILD ]] && grep -qx "source $id" "$out/nccl-tests/BUILD"; then
     echo "gpu_bundle: reusing $out/nccl-tests (source $id; --force builds it again)"
@@ -159,38 +165,47 @@ make_nccl_tests() {
     if [[ -f $d/include/nccl.h ]]; then nccl_home=$d; break; fi
   done
   [[ -n $nccl_home ]] || { echo "gpu_bundle.sh: --nccl-tests-src needs nccl.h (in \$NCCL_HOME, $cuda or /usr)" >&2; exit 1; }
-  command -v make >/dev/null || { echo "gpu_bundle.sh: --nccl-tests-src needs make" >&2; exit 1; }
+  command -v make >/dev/null && command -v strip >/dev/null \
+    || { echo "gpu_bundle.sh: --nccl-tests-src needs make and strip" >&2; exit 1; }
 
-  local nt=$out/nccl-tests.tmp.$$
-  trap 'rm -rf "$nt"' EXIT
-  rm -rf "$nt"
-  mkdir -p "$nt/src" "$nt/build" "$nt/bin"
+  # Global, as the EXIT trap needs it after a failure has left this function.
+  nccl_work=$out/nccl-tests.tmp.$$
+  trap 'rm -rf "$nccl_work"' EXIT
+  rm -rf "$nccl_work"
+  mkdir -p "$nccl_work/src" "$nccl_work/build" "$nccl_work/bin"
   if [[ $nccl_kind == git ]]; then
-    git --git-dir="$nccl_src" archive HEAD | tar -x -C "$nt/src"
+    git --git-dir="$nccl_src" archive HEAD | tar -x -C "$nccl_work/src"
   else
-    cp -r "$nccl_src"/. "$nt/src"
+    cp -r "$nccl_src"/. "$nccl_work/src"
   fi
   local version
-  version=$(sed -n 's/^#define NCCL_TESTS_VERSION "\(.*\)"/\1/p' "$nt/src/src/common.h")
+  version=$(sed -n 's/^#define NCCL_TESTS_VERSION "\(.*\)"/\1/p' "$nccl_work/src/src/common.h" 2>/dev/null || true)
   echo "gpu_bundle: building nccl-tests ${version:-of unknown version} from $nccl_src with $nvcc and $nccl_home/include/nccl.h"
   local ops=(all_reduce reduce_scatter all_gather) op targets=()
-  for op in "${ops[@]}"; do targets+=("$nt/build/${op}_perf"); done
-  make -C "$nt/src/src" -j "$(nproc 2>/dev/null || echo 2)" CUDA_HOME="$cuda" NVCC="$nvcc" NCCL_HOME="$nccl_home" \
-    CUDARTLIB=cudart_static BUILDDIR="$nt/build" \
-    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90" \
-    os.build "${targets[@]}" >"$nt/make.log" 2>&1 || {
-    echo "gpu_bundle.sh: building nccl-tests failed: $(grep -m1 -i 'error' "$nt/make.log" || tail -n 1 "$nt/make.log")" >&2
+  for op in "${ops[@]}"; do targets+=("$nccl_work/build/${op}_perf"); done
+  # Every variable nccl-tests' Makefile reads with ?= and that would change what it builds is
+  # set here, so that the environment cannot (MPI=1 or DSO=1 would need libraries not carried).
+  make -C "$nccl_work/src/src" -j "$(nproc 2>/dev/null || echo 2)" CUDA_HOME="$cuda" NVCC="$nvcc" \
+    NCCL_HOME="$nccl_home" CUDARTLIB=cudart_static BUILDDIR="$nccl_work/build" MPI=0 DSO=0 NAME_SUFFIX= \
+    DEBUG=0 NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90" \
+    "${targets[@]}" >"$nccl_work/make.log" 2>&1 || {
+    echo "gpu_bundle.sh: building nccl-tests failed: $(grep -m1 -i 'error' "$nccl_work/make.log" || tail -n 1 "$nccl_work/make.log")" >&2
     exit 1
   }
-  for op in "${ops[@]}"; do strip -o "$nt/bin/${op}_perf" "$nt/build/${op}_perf"; done
+  for op in "${ops[@]}"; do
+    strip -o "$nccl_work/bin/${op}_perf" "$nccl_work/build/${op}_perf" 2>"$nccl_work/strip.log" || {
+      echo "gpu_bundle.sh: strip of nccl-tests' ${op}_perf failed: $(head -n 1 "$nccl_work/strip.log")" >&2
+      exit 1
+    }
+  done
   {
     echo "source $id"
     echo "nccl-tests ${version:-unknown} from $nccl_src, built $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "nvcc $("$nvcc" --version | grep -o 'release [0-9.]*' | cut -d' ' -f2), sm_90, NCCL headers $(awk '/define NCCL_(MAJOR|MINOR|PATCH) /{printf "%s%s", sep, $3; sep="."}' "$nccl_home/include/nccl.h")"
-  } >"$nt/bin/BUILD"
+  } >"$nccl_work/bin/BUILD"
   rm -rf "$out/nccl-tests"
-  mv "$nt/bin" "$out/nccl-tests"
-  rm -rf "$nt"
+  mv "$nccl_work/bin" "$out/nccl-tests"
+  rm -rf "$nccl_work"
   trap - EXIT
 }
 

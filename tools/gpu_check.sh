@@ -239,11 +239,14 @@ if [[ -n $nccl_tests ]]; then
     fails=$((fails + 1))
   else
     say "env nccl-tests: $nccl_tests$([[ -f $nccl_tests/BUILD ]] && echo " ($(sed -n 2p "$nccl_tests/BUILD" | cut -d, -f1); $(sed -n 3p "$nccl_tests/BUILD"))")"
+    # Joined only where both parts exist: an empty entry would search the working folder.
     nccl_lib=$(sed -n 's/^NCCL_LIBRARY:[A-Z]*=//p' build-gpu/CMakeCache.txt)
+    nccl_path=${nccl_lib:+$(dirname "$nccl_lib")}
+    nccl_path=$nccl_path${nccl_path:+${LD_LIBRARY_PATH:+:}}${LD_LIBRARY_PATH:-}
     sweeps=()
     for op in "${nccl_ops[@]}"; do
       rm -f "$res/nccl_$op.json"  # -J never overwrites: it would write nccl_$op.json.0
-      check "nccl_tests_$op" env LD_LIBRARY_PATH="${nccl_lib:+$(dirname "$nccl_lib")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      check "nccl_tests_$op" env LD_LIBRARY_PATH="$nccl_path" \
         "$nccl_tests/${op}_perf" -b 1K -e 256M -f 4 -g 1 -d bfloat16 -J "$res/nccl_$op.json"
       sweeps+=("$res/nccl_$op.json")
     done

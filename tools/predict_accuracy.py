@@ -5,6 +5,7 @@ communication by cause with the schedule-keeping sleep and the old sleep-for, an
 tools/cluster.sh (root) other link rates, more ranks and a quantized configuration's crossing
 predicted from one sweep."""
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -268,7 +269,7 @@ def links(a, tmp):
             doc = json.load(f)
         # The share of the step behind required_link_gbps, as zb_predict took it.
         limit = float(doc["context"]["exposed_limit"])
-        return limit, {(b["name"].split("stage:")[1].split("/")[0], round(float(b["link_gbps"]), 3)): b
+        return limit, {(b["name"].split("stage:")[1].split("/")[0], f"{float(b['link_gbps']):.6g}"): b
                        for b in doc["benchmarks"]}
 
     def measure(rate, stages, name):
@@ -283,7 +284,8 @@ def links(a, tmp):
         on_cluster(2, 1, rate, work)
         got = [rows(path) for path in paths]
         return {s: (statistics.median(g[s]["step_s"] for g in got),
-                    statistics.median(g[s]["exposed_comm_s"] / g[s]["step_s"] for g in got)) for s in stages}
+                    statistics.median(g[s]["exposed_comm_s"] / g[s]["step_s"] for g in got))
+                for s in stages if all(s in g for g in got)}
 
     limit, predicted = predict(a.rates, os.path.join(tmp, "links_predict.json"))
     measured = {r: measure(r, STAGES, f"links_zero_{r:g}") for r in a.rates}
@@ -293,23 +295,29 @@ def links(a, tmp):
     print("|---|---|---|---|---|---|---|")
     for stage in STAGES:
         for r in a.rates:
-            (step, share), p = measured[r][stage], predicted[(stage, round(r, 3))]
+            m, p = measured[r].get(stage), predicted.get((stage, f"{r:.6g}"))
+            if not m or not p:
+                continue
+            step, share = m
             print(f"| {stage} | {r:g} | {step * 1e3:.1f} | {p['step_s_predicted'] * 1e3:.1f} "
                   f"| {p['step_s_predicted'] / step - 1:+.1%} | {share:.1%} | {p['required_link_gbps']:.3g} |")
     print()
     print(f"each stage measured {a.bracket:g} times below and above its predicted required_link_gbps "
-          f"(exposed under {limit:.0%} of the step)")
+          f"(exposed under {limit * 100:.3g}% of the step)")
     print("| stage | required Gbit/s | below: Gbit/s, exposed share | above: Gbit/s, exposed share "
           "| crosses between |")
     print("|---|---|---|---|---|")
     for stage in STAGES:
-        need = predicted[(stage, round(a.rates[0], 3))]["required_link_gbps"]
+        p = predicted.get((stage, f"{a.rates[0]:.6g}"))
+        if not p:
+            continue
+        need = p["required_link_gbps"]
         if not 0 < need < 1e5:
             print(f"| {stage} | {need:.3g} | | | no rate to bracket |")
             continue
         lo, hi = need / a.bracket, need * a.bracket
-        below = measure(lo, [stage], f"below_{stage}")[stage][1]
-        above = measure(hi, [stage], f"above_{stage}")[stage][1]
+        below = measure(lo, [stage], f"below_{stage}").get(stage, (0, math.nan))[1]
+        above = measure(hi, [stage], f"above_{stage}").get(stage, (0, math.nan))[1]
         crosses = "yes" if below >= limit > above else "no"
         print(f"| {stage} | {need:.3g} | {lo:.3g}, {below:.1%} | {hi:.3g}, {above:.1%} | {crosses} |")
 

@@ -38,74 +38,111 @@ def test_the_usage_names_the_nccl_tests_folder():
 
 
 # A stand-in for nccl-tests' src/Makefile: each program it is asked for is a C program that
-# prints the make variables it was built with, so the test sees what the bundle passed.
+# prints the make variables it was built with, so the test sees what the bundle passed. FAIL
+# makes the build fail; SCRIPT makes a program that is no ELF file (strip then fails).
 STAND_IN_MAKEFILE = """\
 os.build:
 \t@mkdir -p $(BUILDDIR)/os
 $(BUILDDIR)/%_perf: os.build
 \t@if [ -n "$(FAIL)" ]; then echo "stand-in.cu(1): error: $(FAIL)"; exit 1; fi
-\t@printf '#include <stdio.h>\\nint main(void){puts("%s|$(CUDARTLIB)|$(NVCC_GENCODE)|$(NCCL_HOME)");return 0;}\\n' $* >$@.c
+\t@printf '#include <stdio.h>\\nint main(void){puts("%s|$(CUDARTLIB)|$(NVCC_GENCODE)|$(NCCL_HOME)|$(NVCC)|$(CUDA_HOME)|$(MPI)|$(DSO)");return 0;}\\n' $* >$@.c
 \t@cc -g -o $@ $@.c
+\t@if [ -n "$(SCRIPT)" ]; then printf '#!/bin/sh\\n' >$@; fi
 """
+SM90 = "-gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90"
 
 
-def stand_in_source(path, fail=""):
+def stand_in_source(path, fail="", script=False):
     (path / "src").mkdir(parents=True)
     (path / "src" / "common.h").write_text('#define NCCL_TESTS_VERSION "9.8.7"\n')
     (path / "src" / "all_reduce.cu").write_text("// stand-in\n")
-    (path / "src" / "Makefile").write_text((f"FAIL = {fail}\n" if fail else "") + STAND_IN_MAKEFILE)
+    head = (f"FAIL = {fail}\n" if fail else "") + ("SCRIPT = 1\n" if script else "")
+    (path / "src" / "Makefile").write_text(head + STAND_IN_MAKEFILE)
     return path
 
 
-def complete_bundle(path):
+def complete_bundle(path, earlier=None):
     """A bundle folder the script takes as made (its MANIFEST names the current recipe), so that
-    only the nccl-tests step runs and nothing is downloaded."""
+    only the nccl-tests step runs and nothing is downloaded; `earlier`: a nccl-tests/ BUILD."""
     recipe = re.search(r"^recipe=(\d+)", open(os.path.join(TOOLS, "gpu_bundle.sh")).read(), re.M).group(1)
     path.mkdir()
     (path / "MANIFEST").write_text(f"recipe {recipe}\nmade by the test\n")
+    if earlier:
+        (path / "nccl-tests").mkdir()
+        (path / "nccl-tests" / "BUILD").write_text(earlier)
     return path
 
 
-nvcc_and_nccl = pytest.mark.skipif(
-    not (shutil.which("nvcc") or os.access("/usr/local/cuda/bin/nvcc", os.X_OK))
-    or not any(os.path.isfile(os.path.join(d, "include", "nccl.h")) for d in ("/usr/local/cuda", "/usr")),
-    reason="the nccl-tests step needs nvcc and nccl.h (the CUDA toolkit with NCCL)")
+def toolchain(tmp):
+    """A stand-in nvcc (it only says its release) and NCCL header, so that the step runs with no
+    CUDA toolkit; the Makefile above never calls nvcc. Also MPI=1 and DSO=1 in the environment,
+    which the script's own settings must win over."""
+    cuda, nccl = tmp / "cuda", tmp / "nccl"
+    (cuda / "bin").mkdir(parents=True)
+    (cuda / "bin" / "nvcc").write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.4, V12.4.99'\n")
+    (cuda / "bin" / "nvcc").chmod(0o755)
+    (nccl / "include").mkdir(parents=True)
+    (nccl / "include" / "nccl.h").write_text("#define NCCL_MAJOR 2\n#define NCCL_MINOR 21\n#define NCCL_PATCH 5\n")
+    env = dict(os.environ, PATH=f"{cuda / 'bin'}:{os.environ['PATH']}", NCCL_HOME=str(nccl), MPI="1", DSO="1")
+    return cuda, nccl, env
 
 
-@nvcc_and_nccl
+def bundle_run(bundle, src, env, *more):
+    return subprocess.run([os.path.join(TOOLS, "gpu_bundle.sh"), f"--out={bundle}", f"--nccl-tests-src={src}",
+                           *more], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+
+
+needs_build_tools = pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("cc", "make", "strip", "readelf")),
+    reason="the stand-in build needs cc, make, strip and readelf")
+
+
+@needs_build_tools
 def test_the_bundle_builds_the_three_programs_for_sm90_with_the_runtime_linked_in(tmp_path):
+    cuda, nccl, env = toolchain(tmp_path)
     bundle = complete_bundle(tmp_path / "bundle")
     src = stand_in_source(tmp_path / "nccl-tests")
-    r = run(os.path.join(TOOLS, "gpu_bundle.sh"), f"--out={bundle}", f"--nccl-tests-src={src}")
+    r = bundle_run(bundle, src, env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "building nccl-tests 9.8.7 from" in r.stdout
     for op in ("all_reduce", "reduce_scatter", "all_gather"):
         prog = bundle / "nccl-tests" / f"{op}_perf"
         said = subprocess.run([prog], capture_output=True, text=True, timeout=10).stdout.strip().split("|")
-        assert said[:3] == [op, "cudart_static",
-                            "-gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90"]
-        assert os.path.isfile(os.path.join(said[3], "include", "nccl.h"))
+        assert said == [op, "cudart_static", SM90, str(nccl), str(cuda / "bin" / "nvcc"), str(cuda), "0", "0"]
         assert ".debug_info" not in subprocess.run(["readelf", "-S", prog], capture_output=True, text=True).stdout
     build = (bundle / "nccl-tests" / "BUILD").read_text().splitlines()
     assert build[0].startswith("source sha256:") and build[1].startswith(f"nccl-tests 9.8.7 from {src}")
-    assert ", sm_90, NCCL headers " in build[2]
+    assert build[2] == "nvcc 12.4, sm_90, NCCL headers 2.21.5"
     assert not list(bundle.glob("nccl-tests.tmp.*"))
-    again = run(os.path.join(TOOLS, "gpu_bundle.sh"), f"--out={bundle}", f"--nccl-tests-src={src}")
+    again = bundle_run(bundle, src, env)
     assert again.returncode == 0 and f"reusing {bundle}/nccl-tests (source {build[0][7:]};" in again.stdout
+    # Any file of the source changed: built again.
+    (src / "src" / "all_reduce.cu").write_text("// stand-in, changed\n")
+    changed = bundle_run(bundle, src, env)
+    assert changed.returncode == 0 and "building nccl-tests" in changed.stdout
+    assert (bundle / "nccl-tests" / "BUILD").read_text().splitlines()[0] != build[0]
 
 
-@nvcc_and_nccl
-def test_a_failed_nccl_tests_build_says_why_in_one_line_and_keeps_the_last_good_one(tmp_path):
-    bundle = complete_bundle(tmp_path / "bundle")
-    (bundle / "nccl-tests").mkdir()
-    (bundle / "nccl-tests" / "BUILD").write_text("source an-earlier-one\n")
-    src = stand_in_source(tmp_path / "nccl-tests", fail="no such NCCL symbol")
-    r = run(os.path.join(TOOLS, "gpu_bundle.sh"), f"--out={bundle}", f"--nccl-tests-src={src}")
-    assert r.returncode == 1
+@needs_build_tools
+@pytest.mark.parametrize("how,force", [("make", False), ("make", True), ("strip", False)])
+def test_a_failed_nccl_tests_build_says_why_in_one_line_and_keeps_the_last_good_one(tmp_path, how, force):
+    _, _, env = toolchain(tmp_path)
+    bundle = complete_bundle(tmp_path / "bundle", earlier="source an-earlier-one\n")
+    src = stand_in_source(tmp_path / "nccl-tests", fail="no such NCCL symbol" if how == "make" else "",
+                          script=how == "strip")
+    if force:
+        # --force makes the whole bundle again, so here its downloads are needed as well.
+        pytest.importorskip("pip")
+    r = bundle_run(bundle, src, env, *(["--force"] if force else []))
+    if force and "downloading" in r.stdout and r.returncode == 1 and "building nccl-tests" not in r.stdout:
+        pytest.skip(f"the bundle itself could not be made here: {r.stderr.strip()}")
+    assert r.returncode == 1, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "building nccl-tests failed: " in lines[0] and "no such NCCL symbol" in lines[0]
+    want = ("building nccl-tests failed: ", "no such NCCL symbol") if how == "make" else (
+        "strip of nccl-tests' all_reduce_perf failed: ",)
+    assert len(lines) == 1 and all(w in lines[0] for w in want), lines
     assert (bundle / "nccl-tests" / "BUILD").read_text() == "source an-earlier-one\n"
-    assert not list(bundle.glob("nccl-tests.tmp.*"))
+    assert not list(bundle.glob("nccl-tests.tmp.*")) and not list(tmp_path.glob("bundle.tmp.*"))
 
 
 def test_a_source_that_is_not_nccl_tests_exits_2_before_anything_is_made(tmp_path):
