@@ -244,9 +244,16 @@ def cluster_sweep(a, path, groups="world,node,cross"):
                                      f"--json={path}"], cluster=True)
 
 
-def cluster_zero(a, path, compute):
+def cluster_sweep_and_kernels(a, sweep, kernels):
+    """The sweep and the kernels' rates (as the default run times them) on the cluster's ranks."""
+    cluster_sweep(a, sweep)
+    run(a.bin, 0, "zb_optimizer", [*KERNEL_RATES, f"--json={kernels}"], cluster=True)
+
+
+def cluster_zero(a, path, compute, stages=()):
     run(a.bin, 0, "zb_zero", [*LINK_MODEL, compute, "--overlap=on", "--iters=5", "--warmup=2", "--no-check",
-                              f"--json={path}"], cluster=True)
+                              *([f"--stages={','.join(stages)}"] if stages else []), f"--json={path}"],
+        cluster=True)
 
 
 def links(a, tmp):
@@ -255,11 +262,7 @@ def links(a, tmp):
     and multiplied by --bracket (the median of --reps each), to see its exposed share cross the
     limit zb_predict took (--exposed-limit)."""
     sweep, kernels = os.path.join(tmp, "links_sweep.json"), os.path.join(tmp, "links_kernels.json")
-
-    def swept():
-        cluster_sweep(a, sweep)
-        run(a.bin, 0, "zb_optimizer", [*KERNEL_RATES, f"--json={kernels}"], cluster=True)
-    on_cluster(2, 1, a.sweep_gbps, swept)
+    on_cluster(2, 1, a.sweep_gbps, lambda: cluster_sweep_and_kernels(a, sweep, kernels))
 
     def predict(rates, path):
         run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", f"--kernels={kernels}", *LINK_MODEL, LINK_COMPUTE,
@@ -278,9 +281,7 @@ def links(a, tmp):
 
         def work():
             for path in paths:
-                run(a.bin, 0, "zb_zero", [*LINK_MODEL, LINK_COMPUTE, "--overlap=on", "--iters=5", "--warmup=2",
-                                          "--no-check", f"--stages={','.join(stages)}", f"--json={path}"],
-                    cluster=True)
+                cluster_zero(a, path, LINK_COMPUTE, stages)
         on_cluster(2, 1, rate, work)
         got = [rows(path) for path in paths]
         return {s: (statistics.median(g[s]["step_s"] for g in got),
@@ -356,11 +357,7 @@ def quantized(a, tmp):
     below which z3 with INT8 gathers beats z3; both measured at that rate divided and multiplied
     by --bracket."""
     sweep, kernels = os.path.join(tmp, "q_sweep.json"), os.path.join(tmp, "q_kernels.json")
-
-    def swept():
-        cluster_sweep(a, sweep)
-        run(a.bin, 0, "zb_optimizer", [*table_argv("quantize_rates"), f"--json={kernels}"], cluster=True)
-    on_cluster(2, 1, a.sweep_gbps, swept)
+    on_cluster(2, 1, a.sweep_gbps, lambda: cluster_sweep_and_kernels(a, sweep, kernels))
     config = [*LINK_MODEL, LINK_COMPUTE, "--overlap=on", "--stages=z3", "--quantize-weights=none,int8"]
 
     def predict(rates, path):
