@@ -5,6 +5,7 @@ rendezvous, a rank that never arrives) ends in one line per process, with no han
 
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -34,10 +35,29 @@ EXACT = ["bytes", "ranks", "wrong", "wire_bytes_formula", "inter_node_bytes_form
 SIZES = ["--min-bytes=1001", "--max-bytes=256K", "--step-factor=256", "--iters=2", "--warmup=1"]
 
 
+def ephemeral_low():
+    """The lowest port the kernel hands out for bind(0) and outgoing connections."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="utf-8") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now and outside the ephemeral range. One the kernel picked (bind to 0) is
+    closed again before rank 0 listens on it, and in that gap another test's connection could
+    take it as its own ephemeral port: that once failed a launch with "Address already in use"."""
+    top = min(ephemeral_low(), 65536)
+    for _ in range(200):
+        port = random.randrange(max(1024, top - 12000), top)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def torchrun_env(rank, size, port, **extra):
