@@ -320,7 +320,9 @@ def links(a, tmp):
         below = measure(lo, [stage], f"below_{stage}").get(stage, (0, math.nan))[1]
         above = measure(hi, [stage], f"above_{stage}").get(stage, (0, math.nan))[1]
         crosses = "yes" if below >= limit > above else "no"
-        print(f"| {stage} | {need:.3g} | {lo:.3g}, {below:.1%} | {hi:.3g}, {above:.1%} | {crosses} |")
+        # Two decimals: a share just over the limit printed as "5.0%" beside "no" reads as a miss
+        # at the limit itself.
+        print(f"| {stage} | {need:.3g} | {lo:.3g}, {below:.2%} | {hi:.3g}, {above:.2%} | {crosses} |")
 
 
 def more_ranks(a, tmp):
