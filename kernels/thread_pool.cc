@@ -1,6 +1,8 @@
 // The persistent kernel thread pool: workers sleep on a condition variable between runs.
 #include "kernels/thread_pool.h"
 
+#include <pthread.h>
+
 namespace zb {
 
 namespace {
@@ -54,6 +56,7 @@ void ThreadPool::run(int tasks, const std::function<void(int)>& task) {
 }
 
 void ThreadPool::worker_loop(int index) {
+  pthread_setname_np(pthread_self(), "zb-kernel");
   t_inside_pool = true;
   unsigned long long seen = 0;
   {

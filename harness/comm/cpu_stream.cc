@@ -214,6 +214,8 @@ void CpuStreamCommunicator::loop() {
   // rank's compute comes first, as a GPU's kernels do, and communication takes the
   // cycles compute leaves idle (SCHED_IDLE): otherwise a rank's polling thread preempts
   // its own compute, and its peers', for as long as it waits.
+  // Named, so that top -H, perf and a scheduler trace tell it from the rank's own thread.
+  pthread_setname_np(pthread_self(), "zb-comm");
   sched_param idle{};
   if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0)
     setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), kCommThreadNice);

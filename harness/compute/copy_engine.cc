@@ -2,6 +2,8 @@
 // the engine's own stream and waits for it there, so the compute stream never waits for it.
 #include "harness/compute/copy_engine.h"
 
+#include <pthread.h>
+
 #include <chrono>
 #include <cstring>
 
@@ -150,6 +152,7 @@ Status CopyEngine::run_copy(const Job& job) {
 }
 
 void CopyEngine::loop() {
+  pthread_setname_np(pthread_self(), "zb-copy");
 #ifdef ZB_HAVE_CUDA
   if (kind_ == MemKind::device) cudaSetDevice(device_);
 #endif

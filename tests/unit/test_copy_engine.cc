@@ -1,10 +1,13 @@
 // The CPU copy engine: jobs run in queue order, a ticket's wait sees everything before it, the
 // statistics count each copy once, and a failing job's error comes back to the waiter. And the
-// CPU stream's waiter: whether it checks for the collective's end before it sleeps.
+// CPU stream's waiter: whether it checks for the collective's end before it sleeps. And which
+// thread runs what: the workers are named (zb-copy, zb-comm) for top -H, perf and traces.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "harness/comm/cpu_stream.h"
@@ -31,6 +34,16 @@ TEST(CopyEngine, RunsJobsInOrderAndWaitSeesEverythingBefore) {
   EXPECT_EQ(s.d2h_bytes, 4000);
   EXPECT_EQ(s.h2d_bytes, 4000);
   EXPECT_EQ(e->take_stats().copies, 0);  // taken once
+}
+
+TEST(CopyEngine, ItsWorkerIsNamed) {
+  std::unique_ptr<CopyEngine> e;
+  ASSERT_TRUE(CopyEngine::create(MemKind::host, &e).is_ok());
+  char name[16] = {};
+  e->host([&] { return pthread_getname_np(pthread_self(), name, sizeof name) == 0 ? Status::ok()
+                                                                                 : Status::error("no name"); });
+  ASSERT_TRUE(e->synchronize().is_ok());
+  EXPECT_STREQ(name, "zb-copy");
 }
 
 TEST(CopyEngine, AFailingJobIsReportedToTheWaiter) {
@@ -69,6 +82,40 @@ TEST(CpuStream, WaiterSpinsOnlyWhereEachRankHasTwoCores) {
   // More ranks than cores, and nothing known of the machine.
   EXPECT_EQ(waiter_spin_seconds(2, 2, 4), 0.0);
   EXPECT_EQ(waiter_spin_seconds(1, 0, 0), 0.0);
+}
+
+// A one-rank CPU stream whose library call only notes the thread it runs on.
+class ThreadNoting final : public CpuStreamCommunicator {
+ public:
+  ThreadNoting() : CpuStreamCommunicator(Topology{}, 10.0) { start_stream(); }
+  ~ThreadNoting() override { stop_stream(); }
+  Backend backend() const override { return Backend::mpi; }
+  std::string library_version() const override { return "none"; }
+  std::string called_on;
+
+ protected:
+  Status call(Coll, Group, const void*, void*, uint64_t, DType) override {
+    char name[16] = {};
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    called_on = name;
+    return Status::ok();
+  }
+  Status barrier_call() override { return Status::ok(); }
+};
+
+TEST(CpuStream, CollectivesRunOnANamedThreadUnderThreadProgress) {
+  ThreadNoting comm;
+  float x = 1, y = 0;
+  ASSERT_TRUE(comm.set_progress(Progress::thread).is_ok());
+  ASSERT_TRUE(comm.all_reduce(&x, &y, 1, DType::f32).is_ok());
+  ASSERT_TRUE(comm.synchronize().is_ok());
+  EXPECT_EQ(comm.called_on, "zb-comm");
+  // Under caller progress the call runs on the caller's own thread.
+  char caller[16] = {};
+  pthread_getname_np(pthread_self(), caller, sizeof caller);
+  ASSERT_TRUE(comm.set_progress(Progress::caller).is_ok());
+  ASSERT_TRUE(comm.all_reduce(&x, &y, 1, DType::f32).is_ok());
+  EXPECT_EQ(comm.called_on, caller);
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // CPU GEMM against its triple-loop reference; the busy-wait, the bandwidth probes and the thread pool.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -155,6 +157,21 @@ TEST(ThreadPool, RunsEveryTaskOnceAndNests) {
   std::atomic<int> inner{0};
   kernel_pool().run(4, [&](int) { kernel_pool().run(3, [&](int) { inner++; }); });
   EXPECT_EQ(inner.load(), 12);
+}
+
+TEST(ThreadPool, WorkersAreNamedAndTaskZeroStaysOnTheCaller) {
+  // Named so that top -H and a scheduler trace tell them apart; the caller keeps its own name.
+  char caller[16] = {};
+  pthread_getname_np(pthread_self(), caller, sizeof caller);
+  std::vector<std::string> names(3);
+  kernel_pool().run(3, [&](int i) {
+    char name[16] = {};
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    names[size_t(i)] = name;
+  });
+  EXPECT_EQ(names[0], caller);
+  EXPECT_EQ(names[1], "zb-kernel");
+  EXPECT_EQ(names[2], "zb-kernel");
 }
 
 TEST(ThreadPool, ChunksCoverTheRangeOnGrainBoundaries) {
