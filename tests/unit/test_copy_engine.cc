@@ -40,8 +40,9 @@ TEST(CopyEngine, ItsWorkerIsNamed) {
   std::unique_ptr<CopyEngine> e;
   ASSERT_TRUE(CopyEngine::create(MemKind::host, &e).is_ok());
   char name[16] = {};
-  e->host([&] { return pthread_getname_np(pthread_self(), name, sizeof name) == 0 ? Status::ok()
-                                                                                 : Status::error("no name"); });
+  e->host([&] {
+    return pthread_getname_np(pthread_self(), name, sizeof name) == 0 ? Status::ok() : Status::error("no name");
+  });
   ASSERT_TRUE(e->synchronize().is_ok());
   EXPECT_STREQ(name, "zb-copy");
 }
