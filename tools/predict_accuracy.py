@@ -256,6 +256,19 @@ def cluster_zero(a, path, compute, stages=()):
         cluster=True)
 
 
+def rate_key(gbps):
+    """A link rate as zb_predict is given it and prints it back, for looking its rows up."""
+    return f"{float(gbps):.6g}"
+
+
+def cluster_predict(a, sweep, kernels, config, rates, path):
+    """zb_predict from the cluster's sweep and kernels' rates, at each link rate; its results."""
+    run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", f"--kernels={kernels}", *config,
+                                 "--link-gbps=" + ",".join(rate_key(r) for r in rates), f"--json={path}"])
+    with open(path) as f:
+        return json.load(f)
+
+
 def links(a, tmp):
     """2 nodes x 1: the sweep and the kernels' rates at --sweep-gbps predict each --rates, and each
     stage's required_link_gbps; each rate measured, then each stage at its predicted rate divided
@@ -265,14 +278,10 @@ def links(a, tmp):
     on_cluster(2, 1, a.sweep_gbps, lambda: cluster_sweep_and_kernels(a, sweep, kernels))
 
     def predict(rates, path):
-        run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", f"--kernels={kernels}", *LINK_MODEL, LINK_COMPUTE,
-                                     "--overlap=on", "--link-gbps=" + ",".join(f"{r:.6g}" for r in rates),
-                                     f"--json={path}"])
-        with open(path) as f:
-            doc = json.load(f)
+        doc = cluster_predict(a, sweep, kernels, [*LINK_MODEL, LINK_COMPUTE, "--overlap=on"], rates, path)
         # The share of the step behind required_link_gbps, as zb_predict took it.
         limit = float(doc["context"]["exposed_limit"])
-        return limit, {(b["name"].split("stage:")[1].split("/")[0], f"{float(b['link_gbps']):.6g}"): b
+        return limit, {(b["name"].split("stage:")[1].split("/")[0], rate_key(b["link_gbps"])): b
                        for b in doc["benchmarks"]}
 
     def measure(rate, stages, name):
@@ -296,7 +305,7 @@ def links(a, tmp):
     print("|---|---|---|---|---|---|---|")
     for stage in STAGES:
         for r in a.rates:
-            m, p = measured[r].get(stage), predicted.get((stage, f"{r:.6g}"))
+            m, p = measured[r].get(stage), predicted.get((stage, rate_key(r)))
             if not m or not p:
                 continue
             step, share = m
@@ -309,7 +318,7 @@ def links(a, tmp):
           "| crosses between |")
     print("|---|---|---|---|---|")
     for stage in STAGES:
-        p = predicted.get((stage, f"{a.rates[0]:.6g}"))
+        p = predicted.get((stage, rate_key(a.rates[0])))
         if not p:
             continue
         need = p["required_link_gbps"]
@@ -363,11 +372,8 @@ def quantized(a, tmp):
     config = [*LINK_MODEL, LINK_COMPUTE, "--overlap=on", "--stages=z3", "--quantize-weights=none,int8"]
 
     def predict(rates, path):
-        run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", f"--kernels={kernels}", *config,
-                                     "--link-gbps=" + ",".join(f"{r:.6g}" for r in rates), f"--json={path}"])
-        with open(path) as f:
-            return {(b["name"].split("/")[2].startswith("quantize_weights"), round(float(b["link_gbps"]), 3)): b
-                    for b in json.load(f)["benchmarks"]}
+        return {(b["name"].split("/")[2].startswith("quantize_weights"), rate_key(b["link_gbps"])): b
+                for b in cluster_predict(a, sweep, kernels, config, rates, path)["benchmarks"]}
     cross = next(b for (q, _), b in predict([a.sweep_gbps], os.path.join(tmp, "q_cross.json")).items()
                  if q)["beats_unquantized_below_gbps"]
     if not 0 < cross < 1e5:
@@ -395,7 +401,7 @@ def quantized(a, tmp):
             got = {b["name"].split("/")[2].startswith("quantize_weights"): b for b in json.load(f)["benchmarks"]
                    if b.get("run_type", "iteration") == "iteration"}
         m = {q: got[q]["step_s"] for q in (False, True)}
-        p = {q: predicted[(q, round(r, 3))]["step_s_predicted"] for q in (False, True)}
+        p = {q: predicted[(q, rate_key(r))]["step_s_predicted"] for q in (False, True)}
         name = lambda steps: "z3+qw:int8" if steps[True] < steps[False] else "z3"  # noqa: E731
         print(f"| {r:.3g} | {m[False] * 1e3:.1f} | {p[False] * 1e3:.1f} | {m[True] * 1e3:.1f} | {p[True] * 1e3:.1f} "
               f"| {name(m)} | {name(p)} |")
