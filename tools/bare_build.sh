@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 usage() {
   cat <<'USAGE'
-usage: tools/bare_build.sh [--bundle=DIR] [--build=DIR]
+usage: tools/bare_build.sh [--bundle=DIR] [--build=DIR] [--build-only]
 
 Needs root and `unshare -m` (a private mount namespace, where empty folders and /dev/null are
 bound over every file of the system's Open MPI, Google Benchmark and GoogleTest packages).
@@ -16,18 +16,20 @@ Makes or reuses the bundle (default gpu_bundle/), configures the CPU build in DI
 build-bare/) with -DZB_CUDA=OFF -DBUILD_TESTING=OFF, builds zb_zero, and runs it at one rank
 on every stage, checked against the reference. Exit 0 when every stage ends with wrong 0,
 1 on any failure, 2 for a bad option, 77 when this machine cannot hide the packages (the
-reason on one line).
+reason on one line). --build-only stops after the build (./run_tests.sh builds this way before
+the tests, so that the test's own run only finds the build current and runs it).
 USAGE
 }
 
-bundle=$root/gpu_bundle build=$root/build-bare inside=0
+bundle=$root/gpu_bundle build=$root/build-bare inside=0 only=
 for arg in "$@"; do
   case $arg in
     --bundle=*) bundle=${arg#*=} ;;
     --build=*) build=${arg#*=} ;;
+    --build-only) only=--build-only ;;
     --inside) inside=1 ;;  # internal: the second half, already in the namespace
     -h|--help) usage; exit 0 ;;
-    *) echo "bare_build.sh: unknown option '$arg' (allowed: --bundle=DIR, --build=DIR, --help)" >&2; exit 2 ;;
+    *) echo "bare_build.sh: unknown option '$arg' (allowed: --bundle=DIR, --build=DIR, --build-only, --help)" >&2; exit 2 ;;
   esac
 done
 say() { echo "bare_build: $*"; }
@@ -95,7 +97,7 @@ if ((!inside)); then
     || { echo "bare_build: skipped: unshare -m (a private mount namespace) is refused here"; exit 77; }
   command -v dpkg >/dev/null || { echo "bare_build: skipped: no dpkg, so the system's packages cannot be listed"; exit 77; }
   "$root/tools/gpu_bundle.sh" --out="$bundle" || fail "tools/gpu_bundle.sh failed"
-  exec unshare -m --propagation private "$0" --inside --bundle="$bundle" --build="$build"
+  exec unshare -m --propagation private "$0" --inside --bundle="$bundle" --build="$build" ${only:+"$only"}
 fi
 
 hide_system_copies
@@ -117,6 +119,7 @@ say "built $build/bin/zb_zero; its MPI and Google Benchmark resolve to:"
 ldd "$build/bin/zb_zero" | grep -E 'libmpi|libbenchmark' | sed 's/^\s*/bare_build:   /'
 ldd "$build/bin/zb_zero" | grep -E 'libmpi|libbenchmark' | grep -vq "$bundle" \
   && fail "zb_zero links an MPI or Google Benchmark outside the bundle"
+[[ -n $only ]] && { say "built (--build-only: nothing run)"; exit 0; }
 
 zero_args=(--params=1000003 --layers=4 --bucket-mb=1 --iters=2 --warmup=1 --stages=dp,z1,z2,z3)
 verify() {  # verify JSON LAUNCH: every stage present, each with wrong 0

@@ -6,16 +6,18 @@
 #   tests/slurm/local_slurm.sh up DIR      start munged, slurmctld and slurmd; wait for the node
 #   tests/slurm/local_slurm.sh exec DIR -- CMD...   run CMD beside them (SLURM_CONF set)
 #   tests/slurm/local_slurm.sh down DIR    stop them and remove the namespace and DIR
+#   tests/slurm/local_slurm.sh install     install Slurm where it is missing (./run_tests.sh, before
+#                                          the tests, so that the suite's time is the tests' own)
 #
 # up exits 3 with one line saying why when Slurm is absent and cannot be installed here (not
 # root, no apt-get, or the install failed) or network namespaces cannot be made, so a test can
 # skip with the reason; 1 on a failure, after removing whatever it had started.
 set -uo pipefail
 
-usage() { echo "usage: local_slurm.sh up|down DIR | exec DIR -- CMD..." >&2; exit 2; }
-(($# >= 2)) || usage
-cmd=$1 dir=$2
-shift 2
+usage() { echo "usage: local_slurm.sh up|down DIR | exec DIR -- CMD... | install" >&2; exit 2; }
+if [[ ${1:-} == install ]]; then (($# == 1)) || usage; else (($# >= 2)) || usage; fi
+cmd=$1 dir=${2:-}
+shift "$(($# < 2 ? $# : 2))"
 ns=zbslurm-$(basename "$dir" | tr -c 'a-zA-Z0-9\n' '-' | tail -c 16)
 host=zbslurm addr=10.78.0.1
 packages=(slurmctld slurmd slurm-client munge)
@@ -130,6 +132,7 @@ up() {
 }
 
 case $cmd in
+  install) install_slurm ;;
   up) up ;;
   down) stop ;;
   exec)
