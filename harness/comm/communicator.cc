@@ -42,11 +42,11 @@ std::string Communicator::describe(const CollRecord& op) const {
   return s.str();
 }
 
-Status Communicator::timeout_error(const std::string& what) const {
+Status Communicator::timeout_error(const std::string& what, const std::string& cause) const {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", timeout_s_);
-  return Status::error("timeout: " + what + " did not complete within " + buf +
-                       " s (a rank skipped or never reached this collective)");
+  return Status::error("timeout: " + what + " did not complete within " + buf + " s (" +
+                       (cause.empty() ? "a rank skipped or never reached this collective" : cause) + ")");
 }
 
 Status Communicator::submit(Coll op, const void* send, void* recv, size_t count, DType dtype,

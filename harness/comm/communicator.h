@@ -142,8 +142,9 @@ class Communicator {
   virtual Status issue(const CollRecord& op, const void* send, void* recv, size_t log_index) = 0;
   // "rank 1: all_reduce of 4194304 bytes (bf16)": the context every error carries.
   std::string describe(const CollRecord& op) const;
-  // "timeout: <what> did not complete within 300 s (...)": both backends' timeout error.
-  Status timeout_error(const std::string& what) const;
+  // "timeout: <what> did not complete within 300 s (<cause>)": both backends' timeout error.
+  // The cause, when not given: a rank skipped or never reached the collective.
+  Status timeout_error(const std::string& what, const std::string& cause = "") const;
   const FaultPlan& faults() const { return faults_; }
 
   int rank_, size_;

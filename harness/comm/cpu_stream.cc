@@ -10,6 +10,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <string>
 
 namespace zb {
 namespace {
@@ -22,6 +26,36 @@ constexpr double kParkAfterSeconds = 1.0;
 constexpr double kWaitSpinSeconds = 50e-6;
 // How often a parked communication thread checks a collective running on the caller.
 constexpr int kWatchMilliseconds = 50;
+
+// After a timeout, how long and how often the communication thread is watched to tell a
+// starved thread from a skipped collective.
+constexpr double kStarvationProbeSeconds = 0.25;
+constexpr int kStarvationSamples = 25;
+
+// Whether thread `tid` of this process is running or waiting for a core (state R in
+// /proc/self/task/TID/stat, the field after the name in parentheses); false where unreadable,
+// with *ok false.
+bool runnable(int tid, bool* ok) {
+  *ok = false;
+  if (tid <= 0) return false;
+  const std::string path = "/proc/self/task/" + std::to_string(tid) + "/stat";
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return false;
+  char buf[512];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* close = std::strrchr(buf, ')');
+  if (!close || close[1] != ' ' || close[2] == '\0') return false;
+  *ok = true;
+  return close[2] == 'R';
+}
+
+double cpu_seconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 int allowed_cores() {
   cpu_set_t set;
@@ -93,8 +127,42 @@ Status CpuStreamCommunicator::wait(const Event& event) {
   });
   --sleepers_;
   if (failed_.load()) return failure_;
-  if (!done) return timeout_error(what(running_));
+  if (!done) return timeout_error(what(running_), starvation());
   return Status::ok();
+}
+
+// A collective that outlasts the timeout on the communication thread may not be a rank's
+// fault: the thread runs at idle priority, and work at normal priority on the same cores
+// (another job, a loaded CI machine) can keep it from running at all. Told apart after the
+// fact, over a short window: a starved thread is ready to run nearly all the time yet has a
+// core for little of it. A thread blocked in the library for a peer is not ready to run; one
+// polling for a peer on a core of its own has the core. (Watching around every wait would
+// cost the waits being timed.) Empty when it was not starved, or where this cannot be read.
+std::string CpuStreamCommunicator::starvation() {
+  const int tid = worker_tid_.load(std::memory_order_acquire);
+  clockid_t clock;
+  if (tid <= 0 || !worker_.joinable() || pthread_getcpuclockid(worker_.native_handle(), &clock) != 0)
+    return "";
+  const double cpu0 = cpu_seconds(clock), t0 = now_seconds();
+  int ready = 0;
+  for (int i = 0; i < kStarvationSamples; ++i) {
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>(kStarvationProbeSeconds / kStarvationSamples));
+    bool ok = false;
+    ready += runnable(tid, &ok) ? 1 : 0;
+    if (!ok) return "";
+  }
+  const double cpu1 = cpu_seconds(clock), t1 = now_seconds();
+  const double had_core = (cpu1 - cpu0) / (t1 - t0);
+  // Ready in at least 4 samples of 5, with a core for at most half of that.
+  if (5 * ready < 4 * kStarvationSamples || had_core > 0.5 * ready / kStarvationSamples) return "";
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "rank %d's communication thread was ready to run for the next %.2f s but had a core "
+                "for %.0f%% of it: it runs at low priority and other work holds the cores; free "
+                "them or raise --timeout",
+                rank_, t1 - t0, 100 * had_core);
+  return buf;
 }
 
 Status CpuStreamCommunicator::set_progress(Progress progress) {
@@ -216,6 +284,7 @@ void CpuStreamCommunicator::loop() {
   // its own compute, and its peers', for as long as it waits.
   // Named, so that top -H, perf and a scheduler trace tell it from the rank's own thread.
   pthread_setname_np(pthread_self(), "zb-comm");
+  worker_tid_.store(int(syscall(SYS_gettid)), std::memory_order_release);
   sched_param idle{};
   if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0)
     setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), kCommThreadNice);

@@ -75,9 +75,11 @@ class CpuStreamCommunicator : public Communicator {
   Status fail(const Status& s, const Task& task);
   void loop();
   void poll_for_work();
+  std::string starvation();
 
   Progress progress_ = Progress::thread;
   std::thread worker_;
+  std::atomic<int> worker_tid_{0};        // the communication thread's id, once it runs
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<Task> queue_;

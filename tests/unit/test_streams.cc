@@ -1,13 +1,21 @@
-// The CPU copy engine: jobs run in queue order, a ticket's wait sees everything before it, the
-// statistics count each copy once, and a failing job's error comes back to the waiter. And the
-// CPU stream's waiter: whether it checks for the collective's end before it sleeps. And which
-// thread runs what: the workers are named (zb-copy, zb-comm) for top -H, perf and traces.
+// The CPU streams. The copy engine: jobs run in queue order, a ticket's wait sees everything
+// before it, the statistics count each copy once, and a failing job's error comes back to the
+// waiter. The communication stream's waiter: whether it checks for the collective's end before
+// it sleeps. Which thread runs what: the workers are named (zb-copy, zb-comm) for top -H, perf
+// and traces. And the communication stream's timeout line names its cause: starved of a core
+// (the thread runs at idle priority; here a thread at normal priority holds its only core), the
+// line says so and does not blame a rank; blocked in the library for a peer, it blames the rank
+// that never came, as before.
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness/comm/cpu_stream.h"
@@ -117,6 +125,104 @@ TEST(CpuStream, CollectivesRunOnANamedThreadUnderThreadProgress) {
   ASSERT_TRUE(comm.set_progress(Progress::caller).is_ok());
   ASSERT_TRUE(comm.all_reduce(&x, &y, 1, DType::f32).is_ok());
   EXPECT_EQ(comm.called_on, caller);
+}
+
+constexpr double kTimeoutSeconds = 0.3;
+
+// A one-rank stream whose collective does not end until release(): it either polls (as an MPI
+// library waiting for a peer does) on one core shared with a busy thread at normal priority,
+// or sleeps in a blocking wait (as a library blocked on a socket does).
+class Stuck final : public CpuStreamCommunicator {
+ public:
+  enum class How { poll_on_a_busy_core, block };
+  explicit Stuck(How how) : CpuStreamCommunicator(Topology{}, kTimeoutSeconds), how_(how) {
+    // The hog starts here, on the test's thread: one started by the communication thread would
+    // inherit its idle priority and share the core half and half.
+    cpu_set_t all;
+    sched_getaffinity(0, sizeof all, &all);
+    CPU_ZERO(&one_);
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &all)) {
+        CPU_SET(c, &one_);  // the first core this process may run on
+        break;
+      }
+    if (how == How::poll_on_a_busy_core)
+      hog_ = std::thread([this] {
+        pthread_setaffinity_np(pthread_self(), sizeof one_, &one_);
+        while (!hog_stop_.load(std::memory_order_relaxed)) {
+        }
+      });
+    start_stream();
+  }
+  ~Stuck() override {
+    release();
+    stop_stream();
+  }
+  Backend backend() const override { return Backend::mpi; }
+  std::string library_version() const override { return "none"; }
+
+  // The hog stops here, not on the starved thread: that one would hardly run to stop it.
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+    hog_stop_.store(true);
+    if (hog_.joinable()) hog_.join();
+  }
+
+ protected:
+  Status call(Coll, Group, const void*, void*, uint64_t, DType) override {
+    if (how_ == How::block) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return released_; });
+      return Status::ok();
+    }
+    pthread_setaffinity_np(pthread_self(), sizeof one_, &one_);
+    for (;;) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (released_) return Status::ok();
+    }
+  }
+  Status barrier_call() override { return Status::ok(); }
+
+ private:
+  const How how_;
+  cpu_set_t one_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  std::atomic<bool> hog_stop_{false};
+  std::thread hog_;
+};
+
+std::string timeout_line(Stuck::How how) {
+  Stuck comm(how);
+  float x = 1, y = 0;
+  EXPECT_TRUE(comm.set_progress(Progress::thread).is_ok());
+  EXPECT_TRUE(comm.all_reduce(&x, &y, 1, DType::f32).is_ok());  // queued; runs on zb-comm
+  Status s = comm.synchronize();
+  comm.release();
+  EXPECT_FALSE(s.is_ok());
+  return s.message();
+}
+
+TEST(CpuStreamTimeout, AStarvedCommunicationThreadIsNamedNotASkippedRank) {
+  const std::string line = timeout_line(Stuck::How::poll_on_a_busy_core);
+  EXPECT_NE(line.find("timeout: rank 0: all_reduce of 4 bytes (fp32) did not complete within 0.3 s"),
+            std::string::npos) << line;
+  EXPECT_NE(line.find("rank 0's communication thread was ready to run"), std::string::npos) << line;
+  EXPECT_NE(line.find("raise --timeout"), std::string::npos) << line;
+  EXPECT_EQ(line.find("skipped"), std::string::npos) << line;
+}
+
+TEST(CpuStreamTimeout, AThreadBlockedForAPeerBlamesTheRankThatNeverCame) {
+  const std::string line = timeout_line(Stuck::How::block);
+  EXPECT_NE(line.find("timeout: rank 0: all_reduce of 4 bytes (fp32) did not complete within 0.3 s "
+                      "(a rank skipped or never reached this collective)"),
+            std::string::npos) << line;
+  EXPECT_EQ(line.find("ready to run"), std::string::npos) << line;
 }
 
 }  // namespace
