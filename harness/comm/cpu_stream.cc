@@ -154,8 +154,10 @@ std::string CpuStreamCommunicator::starvation() {
   }
   const double cpu1 = cpu_seconds(clock), t1 = now_seconds();
   const double had_core = (cpu1 - cpu0) / (t1 - t0);
-  // Ready in at least 4 samples of 5, with a core for at most half of that.
-  if (5 * ready < 4 * kStarvationSamples || had_core > 0.5 * ready / kStarvationSamples) return "";
+  // Ready in at least 4 samples of 5, with a core for at most a fifth of that. Not half: more
+  // ranks than cores share them between their polling threads, each with half a core at 2 per
+  // core, and then the rank that never came is still the cause.
+  if (5 * ready < 4 * kStarvationSamples || had_core > 0.2 * ready / kStarvationSamples) return "";
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "rank %d's communication thread was ready to run for the next %.2f s but had a core "
