@@ -13,8 +13,9 @@ usage: tools/bare_build.sh [--bundle=DIR] [--build=DIR] [--build-only]
 Needs root and `unshare -m` (a private mount namespace, where empty folders and /dev/null are
 bound over every file of the system's Open MPI, Google Benchmark and GoogleTest packages).
 Makes or reuses the bundle (default gpu_bundle/), configures the CPU build in DIR (default
-build-bare/) with -DZB_CUDA=OFF -DBUILD_TESTING=OFF, builds zb_zero, and runs it at one rank
-on every stage, checked against the reference. Exit 0 when every stage ends with wrong 0,
+build-bare/) with -DZB_CUDA=OFF -DBUILD_TESTING=ON, builds zb_zero and zb_unit_tests, runs
+zb_zero at one rank on every stage, checked against the reference, and a few of the unit
+tests (GoogleTest from the bundle). Exit 0 when every stage ends with wrong 0 and they pass,
 1 on any failure, 2 for a bad option, 77 when this machine cannot hide the packages (the
 reason on one line). --build-only stops after the build (./run_tests.sh builds this way before
 the tests, so that the test's own run only finds the build current and runs it).
