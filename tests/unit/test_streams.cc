@@ -11,6 +11,7 @@
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <numeric>
@@ -176,6 +177,8 @@ class Stuck final : public CpuStreamCommunicator {
   Status call(Coll, Group, const void*, void*, uint64_t, DType) override {
     if (how_ == How::block) {
       std::unique_lock<std::mutex> lock(mu_);
+      entered_ = true;
+      cv_.notify_all();
       cv_.wait(lock, [&] { return released_; });
       return Status::ok();
     }
@@ -187,12 +190,20 @@ class Stuck final : public CpuStreamCommunicator {
   }
   Status barrier_call() override { return Status::ok(); }
 
+ public:
+  // Until the blocking call has begun: a thread at idle priority on a loaded machine may take
+  // a while to reach it, and until then it is ready to run rather than blocked.
+  bool entered_call() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(120), [&] { return entered_; });
+  }
+
  private:
   const How how_;
   cpu_set_t one_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool released_ = false;
+  bool released_ = false, entered_ = false;
   std::atomic<bool> hog_stop_{false};
   std::thread hog_;
 };
@@ -202,6 +213,9 @@ std::string timeout_line(Stuck::How how) {
   float x = 1, y = 0;
   EXPECT_TRUE(comm.set_progress(Progress::thread).is_ok());
   EXPECT_TRUE(comm.all_reduce(&x, &y, 1, DType::f32).is_ok());  // queued; runs on zb-comm
+  if (how == Stuck::How::block) {
+    EXPECT_TRUE(comm.entered_call());
+  }
   Status s = comm.synchronize();
   comm.release();
   EXPECT_FALSE(s.is_ok());
