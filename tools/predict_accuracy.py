@@ -55,12 +55,16 @@ def die(msg):
     sys.exit(2)
 
 
-def run(bin_dir, ranks, program, args, cluster=False):
-    cmd = [os.path.join(bin_dir, program), *args]
+def run(a, ranks, program, args, cluster=False):
+    """`program` of a.bin with `args`: under tools/cluster.sh, under mpirun at `ranks` (unbound,
+    as run_all.sh launches them; with --bind=core each rank bound to a core where the ranks
+    fit the cores), or as one process (`ranks` 0)."""
+    cmd = [os.path.join(a.bin, program), *args]
     if cluster:
         cmd = [CLUSTER, "run", f"--name={CLUSTER_NAME}", *RINGS, "--", *cmd]
     elif ranks:
-        cmd = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none", *cmd]
+        bind = "core" if a.bind == "core" and ranks <= (os.cpu_count() or 1) else "none"
+        cmd = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", bind, *cmd]
     proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
         print(f"predict_accuracy.py: {' '.join(cmd)} failed (rc {proc.returncode}):\n{proc.stderr[-2000:]}",
@@ -112,15 +116,15 @@ def one_node(a, tmp):
         for rep in range(a.reps):
             sweep, zero, rates, alike = (os.path.join(tmp, f"{n}_{ranks}_{rep}.json")
                                          for n in ("sweep", "zero", "rates", "alike"))
-            run(a.bin, ranks, "zb_collectives", [*SWEEP, *a.sweep_flags, f"--json={sweep}"])
-            run(a.bin, ranks, "zb_zero", [*ZERO, "--no-check", f"--json={zero}"])
-            run(a.bin, ranks, "zb_optimizer", [*KERNEL_RATES, f"--json={rates}"])
+            run(a, ranks, "zb_collectives", [*SWEEP, *a.sweep_flags, f"--json={sweep}"])
+            run(a, ranks, "zb_zero", [*ZERO, "--no-check", f"--json={zero}"])
+            run(a, ranks, "zb_optimizer", [*KERNEL_RATES, f"--json={rates}"])
             without_rank_spread(rates, alike)
             got = []
             for i, kernels in enumerate(([], [f"--kernels={alike}"], [f"--kernels={rates}"])):
                 pred = os.path.join(tmp, f"predict_{ranks}_{rep}_{i}.json")
-                run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", *PREDICTED, *kernels, f"--measured={zero}",
-                                             f"--json={pred}"])
+                run(a, 0, "zb_predict", [f"--sweep={sweep}", *PREDICTED, *kernels, f"--measured={zero}",
+                                         f"--json={pred}"])
                 got.append(rows(pred))
             measured = rows(zero)
             for stage in got[0]:
@@ -190,9 +194,9 @@ def causes(a, tmp):
         for rep in range(a.reps):
             zero = os.path.join(tmp, f"causes_{kind}_{rep}.json")
             trace = os.path.join(tmp, f"causes_trace_{kind}_{rep}.json")
-            run(a.bin, 2, "zb_zero", [*CAUSES_MODEL, f"--compute={kind}:5000", "--overlap=on", "--iters=5",
-                                      "--warmup=2", "--no-check", "--stages=dp,z1,z2,z3", f"--trace={trace}",
-                                      f"--json={zero}"])
+            run(a, 2, "zb_zero", [*CAUSES_MODEL, f"--compute={kind}:5000", "--overlap=on", "--iters=5",
+                                  "--warmup=2", "--no-check", "--stages=dp,z1,z2,z3", f"--trace={trace}",
+                                  f"--json={zero}"])
             for stage, b in rows(zero).items():
                 per[kind][stage].append(b)
                 op = "all_reduce" if stage == "dp" else "reduce_scatter"
@@ -203,9 +207,9 @@ def causes(a, tmp):
     swept = {}
     for nbytes in sorted({n for _, n in bucket.values()}):
         swept[nbytes] = os.path.join(tmp, f"causes_sweep_{nbytes}.json")
-        run(a.bin, 2, "zb_collectives", ["--progress=thread", "--serial", f"--serial-idle-us={CAUSES_IDLE_US}",
-                                         f"--min-bytes={nbytes}", f"--max-bytes={nbytes}", "--iters=20",
-                                         "--warmup=3", f"--json={swept[nbytes]}"])
+        run(a, 2, "zb_collectives", ["--progress=thread", "--serial", f"--serial-idle-us={CAUSES_IDLE_US}",
+                                     f"--min-bytes={nbytes}", f"--max-bytes={nbytes}", "--iters=20",
+                                     "--warmup=3", f"--json={swept[nbytes]}"])
     for kind, stages in per.items():
         for stage, bs in stages.items():
             med = {k: statistics.median(b[k] for b in bs) for k in ("overlap_eff", "exposed_comm_s", "skew_wait_s",
@@ -239,20 +243,20 @@ def on_cluster(nodes, per_node, gbps, work):
 
 
 def cluster_sweep(a, path, groups="world,node,cross"):
-    run(a.bin, 0, "zb_collectives", [f"--groups={groups}", "--progress=thread", "--serial", "--min-bytes=64K",
-                                     "--max-bytes=8M", "--step-factor=2", "--iters=5", "--warmup=2",
-                                     f"--json={path}"], cluster=True)
+    run(a, 0, "zb_collectives", [f"--groups={groups}", "--progress=thread", "--serial", "--min-bytes=64K",
+                                 "--max-bytes=8M", "--step-factor=2", "--iters=5", "--warmup=2",
+                                 f"--json={path}"], cluster=True)
 
 
 def cluster_sweep_and_kernels(a, sweep, kernels):
     """The sweep and the kernels' rates (as the default run times them) on the cluster's ranks."""
     cluster_sweep(a, sweep)
-    run(a.bin, 0, "zb_optimizer", [*KERNEL_RATES, f"--json={kernels}"], cluster=True)
+    run(a, 0, "zb_optimizer", [*KERNEL_RATES, f"--json={kernels}"], cluster=True)
 
 
 def cluster_zero(a, path, compute, stages=()):
-    run(a.bin, 0, "zb_zero", [*LINK_MODEL, compute, "--overlap=on", "--iters=5", "--warmup=2", "--no-check",
-                              *([f"--stages={','.join(stages)}"] if stages else []), f"--json={path}"],
+    run(a, 0, "zb_zero", [*LINK_MODEL, compute, "--overlap=on", "--iters=5", "--warmup=2", "--no-check",
+                          *([f"--stages={','.join(stages)}"] if stages else []), f"--json={path}"],
         cluster=True)
 
 
@@ -263,8 +267,8 @@ def rate_key(gbps):
 
 def cluster_predict(a, sweep, kernels, config, rates, path):
     """zb_predict from the cluster's sweep and kernels' rates, at each link rate; its results."""
-    run(a.bin, 0, "zb_predict", [f"--sweep={sweep}", f"--kernels={kernels}", *config,
-                                 "--link-gbps=" + ",".join(rate_key(r) for r in rates), f"--json={path}"])
+    run(a, 0, "zb_predict", [f"--sweep={sweep}", f"--kernels={kernels}", *config,
+                             "--link-gbps=" + ",".join(rate_key(r) for r in rates), f"--json={path}"])
     with open(path) as f:
         return json.load(f)
 
@@ -353,9 +357,9 @@ def more_ranks(a, tmp):
             for path in zeros:
                 cluster_zero(a, path, "--compute=none")
         on_cluster(nodes, per_node, a.sweep_gbps, measure)
-        run(a.bin, 0, "zb_predict", [f"--sweep={inter},{intra}", *LINK_MODEL, "--compute=none", "--overlap=on",
-                                     "--ranks=4", f"--ranks-per-node={per_node}", "--node-links=1",
-                                     f"--json={pred}"])
+        run(a, 0, "zb_predict", [f"--sweep={inter},{intra}", *LINK_MODEL, "--compute=none", "--overlap=on",
+                                 "--ranks=4", f"--ranks-per-node={per_node}", "--node-links=1",
+                                 f"--json={pred}"])
         measured = [rows(path) for path in zeros]
         for stage, b in rows(pred).items():
             comm = statistics.median(m[stage]["comm_s"] for m in measured)
@@ -395,8 +399,8 @@ def quantized(a, tmp):
     print("|---|---|---|---|---|---|---|")
     for r in rates:
         path = os.path.join(tmp, f"q_zero_{r:.3g}.json")
-        on_cluster(2, 1, r, lambda: run(a.bin, 0, "zb_zero", [*config, "--iters=5", "--warmup=2", "--no-check",
-                                                                f"--json={path}"], cluster=True))
+        on_cluster(2, 1, r, lambda: run(a, 0, "zb_zero", [*config, "--iters=5", "--warmup=2", "--no-check",
+                                                            f"--json={path}"], cluster=True))
         with open(path) as f:
             got = {b["name"].split("/")[2].startswith("quantize_weights"): b for b in json.load(f)["benchmarks"]
                    if b.get("run_type", "iteration") == "iteration"}
@@ -424,6 +428,8 @@ def main(argv=None):
                    "predicted rate (required_link_gbps; the crossing) to measure, a factor above 1 (default 2)")
     p.add_argument("--out", default="", help="quantized: also write predict_quantized.json over rates around the "
                    "crossing to this folder and draw its quantized_crossing figure")
+    p.add_argument("--bind", default="none", help="one-node, causes: none (as run_all.sh launches ranks) or core "
+                   "(mpirun --bind-to core, where the ranks fit the cores) (default none)")
     p.add_argument("--bin", default=os.environ.get("ZB_BIN", os.path.join(ROOT, "build", "bin")),
                    help="the folder of zerobench's binaries (default $ZB_BIN, else build/bin)")
     a = p.parse_args(argv)
@@ -437,6 +443,8 @@ def main(argv=None):
         die(f"--rates={a.rates}: not a list of rates")
     if any(not r > 0 for r in a.rates + [a.sweep_gbps]):
         die("--rates and --sweep-gbps take rates above 0 Gbit/s")
+    if a.bind not in ("none", "core"):
+        die(f"--bind={a.bind}: none or core")
     a.sweep_flags = a.sweep_flags.split()
     if any(not f.startswith("--") for f in a.sweep_flags):
         die(f"--sweep-flags={' '.join(a.sweep_flags)}: zb_collectives flags, each starting with --")

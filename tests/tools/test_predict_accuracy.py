@@ -17,6 +17,7 @@ BAD = [(["one-node", "--ranks=2,x"], "--ranks=2,x"),
        (["quantized", "--bracket=1"], "--bracket=1: a factor above 1"),
        (["quantized", "--bracket=x"], "--bracket"),
        (["one-node", "--sweep-flags=footprint=8M"], "each starting with --"),
+       (["causes", "--bind=socket"], "--bind=socket: none or core"),
        (["one-node", "--bin=/no/such/dir"], "holds no zb_predict")]
 
 
