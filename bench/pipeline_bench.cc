@@ -209,6 +209,7 @@ Status run_pipeline_benchmark(Run& run, Compute& compute, const PipelineBenchSet
   run.counter("skew_wait_s", causes.skew_s);
   run.counter("wire_wait_s", causes.wire_s);
   run.counter("late_rank", causes.late_rank);
+  run.counter("late_finish_wait_s", causes.late_finish_s);
   run.counter("tail_comm_s", out->tail_s);
   run.counter("schedule_idle_s", out->idle_s);
   run.counter("chunk_reduce_s", out->chunk_reduce_s);

@@ -103,6 +103,7 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
   out->skew_wait_s = causes.skew_s;
   out->wire_wait_s = causes.wire_s;
   out->late_rank = causes.late_rank;
+  out->late_finish_wait_s = causes.late_finish_s;
   if (!setup.trace_path.empty())
     ZB_RETURN_IF_ERROR(traced_step(d, *z, config_label(setup.config.stage, setup.config.quant), setup.trace_path,
                                    clock_offset_s));
@@ -199,6 +200,7 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
   run.counter("skew_wait_s", out->skew_wait_s);
   run.counter("wire_wait_s", out->wire_wait_s);
   run.counter("late_rank", out->late_rank);
+  run.counter("late_finish_wait_s", out->late_finish_wait_s);
   run.counter("exposed_comm_diff_s", out->exposed_diff_s);
   run.counter("overlap_eff", out->overlap);
   if (quantized) {

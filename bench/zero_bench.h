@@ -27,6 +27,7 @@ struct ZeroResult {
   // late; NaN and -1 where the engine's stream waits (GPU compute other than sleep).
   double skew_wait_s = NAN, wire_wait_s = NAN;
   int late_rank = -1;
+  double late_finish_wait_s = NAN;  // of wire_wait_s: after another rank had finished it
   double volume_accounted = 0, volume_measured = NAN;
   double per_param_measured = 0, per_param_accounted = 0, formula = 0, wrong = 0;
   // Per step: volume by whether the group spans nodes, and the bytes the busiest node sent

@@ -185,9 +185,9 @@ def causes(a, tmp):
     back, as the issue's bar has it, and issued alone to an idle stream and waited for, as the
     step's last reduction runs. z3 cannot hide its first gather either, so it is also held
     against that gather and its last reduction together."""
-    print("| compute | stage | overlap_eff | exposed (ms) | skew_wait (ms) | wire_wait (ms) | late rank "
-          "| one bucket: back to back / alone (ms) | wire <= 1.2 bucket: back to back / alone |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| compute | stage | overlap_eff | exposed (ms) | skew_wait (ms) | wire_wait (ms) | of it, late finish (ms) "
+          "| late rank | one bucket: back to back / alone (ms) | wire <= 1.2 bucket: back to back / alone |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     per, bucket = {}, {}
     for kind in ("sleep", "sleep-for"):
         per[kind] = {s: [] for s in ("dp", "z1", "z2", "z3")}
@@ -213,19 +213,20 @@ def causes(a, tmp):
     for kind, stages in per.items():
         for stage, bs in stages.items():
             med = {k: statistics.median(b[k] for b in bs) for k in ("overlap_eff", "exposed_comm_s", "skew_wait_s",
-                                                                     "wire_wait_s")}
+                                                                     "wire_wait_s", "late_finish_wait_s")}
             late = statistics.mode(int(b["late_rank"]) for b in bs)
             op, nbytes = bucket[stage]
             one, alone = bucket_s(swept[nbytes], op, nbytes)
             wire = med["wire_wait_s"]
             ok = "/".join("yes" if wire <= 1.2 * t else "no" for t in (one, alone))
             print(f"| {kind}:5000 | {stage} | {med['overlap_eff']:.2f} | {med['exposed_comm_s'] * 1e3:.3f} "
-                  f"| {med['skew_wait_s'] * 1e3:.3f} | {wire * 1e3:.3f} | {late} "
+                  f"| {med['skew_wait_s'] * 1e3:.3f} | {wire * 1e3:.3f} "
+                  f"| {med['late_finish_wait_s'] * 1e3:.3f} | {late} "
                   f"| {one * 1e3:.3f} / {alone * 1e3:.3f} ({nbytes / 1e6:g} MB) | {ok} |")
             if stage == "z3":
                 gop, gbytes = bucket["z3 gather"]
                 floor = alone + bucket_s(swept[gbytes], gop, gbytes)[1]
-                print(f"| {kind}:5000 | z3, against its first gather and last reduction | | | | | "
+                print(f"| {kind}:5000 | z3, against its first gather and last reduction | | | | | | "
                       f"| {floor * 1e3:.3f} alone | {'yes' if wire <= 1.2 * floor else 'no'} |")
 
 

@@ -104,11 +104,18 @@ Status last_issues(Driver& d, const std::vector<CollRecord>& log, double offset_
   std::vector<double> who(log.size());
   for (size_t i = 0; i < log.size(); ++i) who[i] = at[i] == last[i] ? d.rank() : -1;
   ZB_RETURN_IF_ERROR(d.control().max(&who, Wait::reduction, "which rank issued each collective last"));
+  // The first rank to finish each: the latest of the negated ends, on rank 0's clock.
+  std::vector<double> first(log.size());
+  for (size_t i = 0; i < log.size(); ++i) first[i] = log[i].end_s >= 0 ? -(log[i].end_s + offset_s) : -INFINITY;
+  ZB_RETURN_IF_ERROR(d.control().max(&first, Wait::reduction, "when the first rank finished each collective"));
   out->at_s.resize(log.size());
   out->rank.resize(log.size());
+  out->late_finish_s.assign(log.size(), 0.0);
   for (size_t i = 0; i < log.size(); ++i) {
     out->at_s[i] = last[i] - offset_s;  // back on this rank's clock
     out->rank[i] = int(who[i]);
+    if (log[i].end_s >= 0 && std::isfinite(first[i]))
+      out->late_finish_s[i] = std::max(0.0, log[i].end_s + offset_s + first[i]);
   }
   return Status::ok();
 }
@@ -119,7 +126,9 @@ namespace {
 WaitSplit split(const WaitRecord& w, const LastIssue& last, int* late_rank) {
   const bool known = w.awaits >= 0 && size_t(w.awaits) < last.at_s.size();
   *late_rank = known ? last.rank[size_t(w.awaits)] : -1;
-  return split_wait(w, known ? last.at_s[size_t(w.awaits)] : -INFINITY);
+  const bool finish_known = known && size_t(w.awaits) < last.late_finish_s.size();
+  return split_wait(w, known ? last.at_s[size_t(w.awaits)] : -INFINITY,
+                    finish_known ? last.late_finish_s[size_t(w.awaits)] : 0.0);
 }
 
 }  // namespace
@@ -133,6 +142,7 @@ StepCause step_cause(const std::vector<WaitRecord>& waits, const LastIssue& last
     c.exposed_s += s.skew_s + s.wire_s;
     c.skew_s += s.skew_s;
     c.wire_s += s.wire_s;
+    c.late_finish_s += s.late_finish_s;
     if (s.skew_s > largest) largest = s.skew_s, c.late_rank = late;
   }
   return c;
@@ -140,7 +150,7 @@ StepCause step_cause(const std::vector<WaitRecord>& waits, const LastIssue& last
 
 ExposedByCause exposed_by_cause(const std::vector<std::vector<StepCause>>& steps) {
   ExposedByCause out;
-  std::vector<double> skew, wire;
+  std::vector<double> skew, wire, late_finish;
   std::map<int, int> late;
   for (const auto& ranks : steps) {
     if (ranks.empty()) continue;
@@ -150,11 +160,13 @@ ExposedByCause exposed_by_cause(const std::vector<std::vector<StepCause>>& steps
       if (ranks[r].exposed_s > ranks[worst].exposed_s) worst = r;
     skew.push_back(ranks[worst].skew_s);
     wire.push_back(ranks[worst].wire_s);
+    late_finish.push_back(ranks[worst].late_finish_s);
     if (ranks[worst].late_rank >= 0) ++late[ranks[worst].late_rank];
   }
   if (skew.empty()) return out;
   out.skew_s = median(skew);
   out.wire_s = median(wire);
+  out.late_finish_s = median(late_finish);
   int most = 0;
   for (const auto& [rank, count] : late)
     if (count > most) most = count, out.late_rank = rank;
@@ -163,20 +175,21 @@ ExposedByCause exposed_by_cause(const std::vector<std::vector<StepCause>>& steps
 
 Status gather_exposed_by_cause(Driver& d, const std::vector<std::vector<WaitRecord>>& my_steps,
                                const LastIssue& last, ExposedByCause* out) {
-  // Each rank fills its own slots of one vector, summed over ranks: four values per step.
+  // Each rank fills its own slots of one vector, summed over ranks: five values per step.
+  constexpr size_t kValues = 5;
   const size_t steps = my_steps.size(), ranks = size_t(d.size());
-  std::vector<double> all(steps * ranks * 4, 0.0);
+  std::vector<double> all(steps * ranks * kValues, 0.0);
   for (size_t s = 0; s < steps; ++s) {
     const StepCause c = step_cause(my_steps[s], last);
-    double* at = &all[(s * ranks + size_t(d.rank())) * 4];
-    at[0] = c.exposed_s, at[1] = c.skew_s, at[2] = c.wire_s, at[3] = c.late_rank;
+    double* at = &all[(s * ranks + size_t(d.rank())) * kValues];
+    at[0] = c.exposed_s, at[1] = c.skew_s, at[2] = c.wire_s, at[3] = c.late_rank, at[4] = c.late_finish_s;
   }
   ZB_RETURN_IF_ERROR(d.control().sum(&all, Wait::reduction, "every rank's waits by cause"));
   std::vector<std::vector<StepCause>> by_step(steps, std::vector<StepCause>(ranks));
   for (size_t s = 0; s < steps; ++s)
     for (size_t r = 0; r < ranks; ++r) {
-      const double* at = &all[(s * ranks + r) * 4];
-      by_step[s][r] = {at[0], at[1], at[2], int(at[3])};
+      const double* at = &all[(s * ranks + r) * kValues];
+      by_step[s][r] = {at[0], at[1], at[2], int(at[3]), at[4]};
     }
   *out = exposed_by_cause(by_step);
   return Status::ok();

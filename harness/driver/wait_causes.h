@@ -32,10 +32,13 @@ double clock_offset_from(const std::vector<ClockRound>& rounds, double* uncertai
 Status clock_offset(Driver& d, double* offset_s);
 
 // Per entry of a traffic log: when the last rank issued it (on this rank's clock) and which
-// rank that was. Every rank must pass the same entries, each with issued_s recorded.
+// rank that was; and how much later it ended on this rank than on the first rank to finish it
+// (0 where not recorded; empty: none known). Every rank must pass the same entries, each with
+// issued_s recorded.
 struct LastIssue {
   std::vector<double> at_s;
   std::vector<int> rank;
+  std::vector<double> late_finish_s;
 };
 Status last_issues(Driver& d, const std::vector<CollRecord>& log, double offset_s, LastIssue* out);
 
@@ -44,17 +47,20 @@ Status last_issues(Driver& d, const std::vector<CollRecord>& log, double offset_
 struct StepCause {
   double exposed_s = 0, skew_s = 0, wire_s = 0;
   int late_rank = -1;
+  double late_finish_s = 0;  // of wire_s
 };
 StepCause step_cause(const std::vector<WaitRecord>& waits, const LastIssue& last);
 
 // The timed steps' exposed communication by cause, as zb_zero reports it beside
 // exposed_comm_s: in each step the rank that waited longest (as exposed_comm_s takes the
-// worst rank), its skew and wire parts; the median over steps of each; and the late rank,
+// worst rank), its skew and wire parts (and the wire's late finish); the median over steps of
+// each; and the late rank,
 // the one most often late over the steps (ties: the lowest; -1: no wait met a late rank).
 // NaN (and -1) where the engine's stream waits and the host timed nothing.
 struct ExposedByCause {
   double skew_s = NAN, wire_s = NAN;
   int late_rank = -1;
+  double late_finish_s = NAN;  // of wire_s: the same rank's and step's, the median over steps
 };
 // `steps[s][r]`: rank r's step s.
 ExposedByCause exposed_by_cause(const std::vector<std::vector<StepCause>>& steps);

@@ -8,11 +8,12 @@
 
 namespace zb {
 
-WaitSplit split_wait(const WaitRecord& w, double last_issue_s) {
+WaitSplit split_wait(const WaitRecord& w, double last_issue_s, double late_finish_s) {
   const double whole = std::max(0.0, w.end_s - w.start_s);
   WaitSplit s;
   s.skew_s = std::clamp(last_issue_s - w.start_s, 0.0, whole);
   s.wire_s = whole - s.skew_s;
+  s.late_finish_s = std::clamp(late_finish_s, 0.0, s.wire_s);
   return s;
 }
 

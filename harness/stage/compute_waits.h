@@ -26,12 +26,16 @@ struct WaitRecord {
 
 // A wait by cause. A collective cannot finish before its last rank has issued it: the part of
 // the wait before that (`skew_s`) is waiting for a late rank, the rest (`wire_s`) waiting for
-// the transfer itself and its hand-off back to compute.
+// the transfer itself and its hand-off back to compute. Of the wire part, `late_finish_s` is
+// how much later this rank's collective ended than the first rank's: the same transfer done
+// elsewhere, this rank's own progress behind (on CPUs, its communication thread without a
+// core), not the wire's speed.
 struct WaitSplit {
-  double skew_s = 0, wire_s = 0;
+  double skew_s = 0, wire_s = 0, late_finish_s = 0;
 };
-// `last_issue_s`: when the last rank issued the awaited collective, on this rank's clock.
-WaitSplit split_wait(const WaitRecord& wait, double last_issue_s);
+// `last_issue_s`: when the last rank issued the awaited collective, on this rank's clock;
+// `late_finish_s`: how much later it ended here than on the first rank to finish it.
+WaitSplit split_wait(const WaitRecord& wait, double last_issue_s, double late_finish_s = 0);
 
 class ComputeWaits {
  public:

@@ -25,9 +25,39 @@ TEST(SplitWait, BeforeTheLastIssueIsSkewAfterItTheWire) {
   EXPECT_DOUBLE_EQ(s.wire_s, 0);
 }
 
+TEST(SplitWait, OfTheWireTheTimeAfterAnotherRankHadFinished) {
+  const WaitRecord w{10.0, 14.0, 3};
+  WaitSplit s = split_wait(w, 11.5, 0.75);  // it ended here 0.75 s after the first rank's end
+  EXPECT_DOUBLE_EQ(s.skew_s, 1.5);
+  EXPECT_DOUBLE_EQ(s.wire_s, 2.5);
+  EXPECT_DOUBLE_EQ(s.late_finish_s, 0.75);
+  s = split_wait(w, 11.5, 3.0);  // never more than the wire part
+  EXPECT_DOUBLE_EQ(s.late_finish_s, 2.5);
+  s = split_wait(w, 11.5);  // first to finish, or not known
+  EXPECT_DOUBLE_EQ(s.late_finish_s, 0);
+}
+
+TEST(ExposedByCause, TheLateFinishOfTheWorstRankPerStep) {
+  // Entry 0 ended here 0.25 s after the first rank's end, entry 1 0.5 s after: the step's waits
+  // add them, each within its own wire part (entry 1's is 0.25 s).
+  LastIssue last{{0.0, 5.0}, {1, 2}, {0.25, 0.5}};
+  const StepCause c = step_cause({{1, 2, 0}, {4, 5.25, 1}}, last);
+  EXPECT_DOUBLE_EQ(c.skew_s, 1);
+  EXPECT_DOUBLE_EQ(c.wire_s, 1 + 0.25);
+  EXPECT_DOUBLE_EQ(c.late_finish_s, 0.25 + 0.25);
+  // The worst rank's, per step, then the median: 2, 0 and 1.
+  const std::vector<std::vector<StepCause>> steps = {
+      {{3, 1, 2, 1, 2}, {1, 0, 1, -1, 1}},
+      {{1, 0, 1, -1, 1}, {2, 2, 0, 0, 0}},
+      {{4, 3, 1, 0, 1}, {2, 0, 2, -1, 2}},
+  };
+  EXPECT_DOUBLE_EQ(exposed_by_cause(steps).late_finish_s, 1);
+  EXPECT_TRUE(std::isnan(exposed_by_cause({}).late_finish_s));
+}
+
 TEST(ExposedByCause, WorstRankPerStepMediansAndTheRankMostOftenLate) {
   // Entries 0..2 of the log: when their last rank issued them, and which rank that was.
-  LastIssue last{{0.2, 5.0, 9.0}, {1, 2, 1}};
+  LastIssue last{{0.2, 5.0, 9.0}, {1, 2, 1}, {}};
   // Rank 0 waits for entry 1 from 4 to 7 (1 s skew: rank 2 issued at 5), and for entry 2 from
   // 8.5 to 9.5 (0.5 s skew, rank 1); entry 0 was issued before its wait: all wire.
   const StepCause c = step_cause({{0.5, 1.5, 0}, {4, 7, 1}, {8.5, 9.5, 2}, {9.6, 9.7, -1}}, last);
@@ -70,7 +100,7 @@ TEST(ClockOffset, WhereTheRoundsBoundsMeet) {
 }
 
 TEST(SplitWaitSpans, ATracedWaitBecomesItsTwoParts) {
-  LastIssue last{{2.0}, {1}};
+  LastIssue last{{2.0}, {1}, {}};
   std::vector<TraceSpan> spans = {{"forward L0", Track::compute, 0, 1, ""}, {"wait", Track::wait, 1, 4, ""}};
   split_wait_spans({{1, 4, 0}, {5, 6, -1}}, last, &spans);
   ASSERT_EQ(spans.size(), 4u);
