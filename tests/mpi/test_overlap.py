@@ -187,3 +187,7 @@ def test_overlap_counters_are_reported(traces):
             assert key in b and math.isfinite(b[key]), (name, key)
         assert b["exposed_comm_s"] >= 0, name
         assert 0 <= b["overlap_eff"] <= 1, name
+        # By cause: the late finish is a part of the wire part, which is a part of the waits.
+        for key in ("skew_wait_s", "wire_wait_s", "late_finish_wait_s"):
+            assert key in b and math.isfinite(b[key]) and b[key] >= 0, (name, key)
+        assert b["late_finish_wait_s"] <= b["wire_wait_s"], name
