@@ -239,6 +239,13 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
                     if _finite(predicted_skew) and predicted_skew > 0 else "")
         return (f"{skew * 1e3:.2f} ms of the measured exposed time was waiting for a late rank{who} "
                 f"(`skew_wait_s`){modelled}: the ranks drifted apart more than their kernels' speeds say")
+    # The model's wire is the transfer; a rank that finished its collectives after another had
+    # (its communication thread without a core) waited for something the model does not have.
+    late_finish = m.value("late_finish_wait_s") if m is not None else math.nan
+    if exposed and _finite(late_finish, off_s) and off_s < 0 and late_finish >= abs(off_s) / 2:
+        return (f"{late_finish * 1e3:.2f} ms of the measured exposed time came after another rank had "
+                "already finished the same collectives (`late_finish_wait_s`): this rank's own progress "
+                "was behind, on CPUs its communication thread waiting for a core (docs/predict.md)")
     noisy = _finite(noise) and noise > tol.PREDICTION_COMM_REL
     noise_why = (f"the sweep's bare calls moved up to {noise:.0%} between two runs of the same call "
                  f"(`bare_repeat_ratio` in {sweep}): this machine's noise is above the bar")

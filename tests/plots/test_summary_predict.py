@@ -74,6 +74,20 @@ def test_a_late_rank_is_the_reason_given(folder):
     assert "2.50 ms of the measured exposed time was waiting for a late rank (rank 1 most often)" in found[0]
 
 
+def test_a_late_finish_is_the_reason_given(folder):
+    # 2.6 ms short, 2.0 ms of the measured wire part after the other rank had finished: named.
+    write(folder / "zero.json", zero(z1={"late_finish_wait_s": 0.002}))
+    write(folder / "predict.json", predicted(z1=(0.004, 0.004, 0.0074, 0.010)))
+    found = findings(folder)
+    assert len(found) == 1, found
+    assert "2.00 ms of the measured exposed time came after another rank had already finished" in found[0]
+    assert "`late_finish_wait_s`" in found[0]
+    # 1.0 ms of it is less than half the shortfall: not the reason.
+    write(folder / "zero.json", zero(z1={"late_finish_wait_s": 0.001}))
+    found = findings(folder)
+    assert len(found) == 1 and "late_finish_wait_s" not in found[0] and "no cause known" in found[0], found
+
+
 def set_counter(document, stage, **counters):
     for b in document["benchmarks"]:
         if b["name"] == ZERO_NAME.format(stage):
