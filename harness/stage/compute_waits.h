@@ -34,7 +34,8 @@ struct WaitSplit {
   double skew_s = 0, wire_s = 0, late_finish_s = 0;
 };
 // `last_issue_s`: when the last rank issued the awaited collective, on this rank's clock;
-// `late_finish_s`: how much later it ended here than on the first rank to finish it.
+// `late_finish_s`: how much later it ended here than on the first rank to finish it, counted
+// within the wire part (so a wait that began after that first finish counts its hand-off too).
 WaitSplit split_wait(const WaitRecord& wait, double last_issue_s, double late_finish_s = 0);
 
 class ComputeWaits {
