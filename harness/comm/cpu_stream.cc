@@ -286,10 +286,11 @@ void CpuStreamCommunicator::loop() {
   // its own compute, and its peers', for as long as it waits.
   // Named, so that top -H, perf and a scheduler trace tell it from the rank's own thread.
   pthread_setname_np(pthread_self(), "zb-comm");
-  worker_tid_.store(int(syscall(SYS_gettid)), std::memory_order_release);
+  const pid_t tid = pid_t(syscall(SYS_gettid));
+  worker_tid_.store(int(tid), std::memory_order_release);
   sched_param idle{};
   if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0)
-    setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), kCommThreadNice);
+    setpriority(PRIO_PROCESS, tid, kCommThreadNice);
   for (;;) {
     Task task;
     poll_for_work();
