@@ -4,7 +4,6 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -18,7 +17,6 @@
 namespace zb {
 namespace {
 
-constexpr int kCommThreadNice = 10;
 constexpr double kParkAfterSeconds = 1.0;
 // A waiter checks for completion this long before it sleeps: a small collective completes
 // within it, and then nobody pays a futex sleep and wake-up (tens of microseconds on a
@@ -66,9 +64,10 @@ int allowed_cores() {
 }  // namespace
 
 // With fewer than two cores a rank, the spin holds the core that the collective it waits for
-// needs: yielding does not hand it to a thread at idle priority. With 2 ranks on 2 cores each
-// ZeRO-3 gather started 40 to 70 us after its issue, and z3's median step over 10 runs took
-// 6 ms longer than with no spin (docs/measurements.md).
+// needs. Measured while the communication thread ran at idle priority, where yielding did not
+// hand it that core: with 2 ranks on 2 cores each ZeRO-3 gather started 40 to 70 us after its
+// issue, and z3's median step over 10 runs took 6 ms longer than with no spin
+// (docs/measurements.md). Kept until measured at the thread's normal priority.
 double waiter_spin_seconds(int allowed_cores, int machine_cores, int ranks_on_machine) {
   const int shared = std::max(1, machine_cores) / std::max(1, ranks_on_machine);
   return std::min(allowed_cores, shared) >= 2 ? kWaitSpinSeconds : 0.0;
@@ -132,8 +131,8 @@ Status CpuStreamCommunicator::wait(const Event& event) {
 }
 
 // A collective that outlasts the timeout on the communication thread may not be a rank's
-// fault: the thread runs at idle priority, and work at normal priority on the same cores
-// (another job, a loaded CI machine) can keep it from running at all. Told apart after the
+// fault: other work on the same cores (other jobs, a loaded CI machine) can leave the thread
+// too small a share of a core to finish in time. Told apart after the
 // fact, over a short window: a starved thread is ready to run nearly all the time yet has a
 // core for little of it. A thread blocked in the library for a peer is not ready to run; one
 // polling for a peer on a core of its own has the core. (Watching around every wait would
@@ -161,7 +160,7 @@ std::string CpuStreamCommunicator::starvation() {
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "rank %d's communication thread was ready to run for the next %.2f s but had a core "
-                "for %.0f%% of it: it runs at low priority and other work holds the cores; free "
+                "for %.0f%% of it: other work holds the cores; free "
                 "them or raise --timeout",
                 rank_, t1 - t0, 100 * had_core);
   return buf;
@@ -280,17 +279,17 @@ Status CpuStreamCommunicator::fail(const Status& s, const Task& task) {
 }
 
 void CpuStreamCommunicator::loop() {
-  // MPI progresses by polling, so a waiting collective keeps a core busy. On a CPU the
-  // rank's compute comes first, as a GPU's kernels do, and communication takes the
-  // cycles compute leaves idle (SCHED_IDLE): otherwise a rank's polling thread preempts
-  // its own compute, and its peers', for as long as it waits.
+  // The thread runs at the rank's own priority and shares the cores with compute, as NCCL's
+  // kernels share a GPU's SMs with the compute kernels: a collective issued during the
+  // optimizer's update makes progress beside it (the update runs slower meanwhile), and a
+  // finished collective hands back to compute at once. At idle priority (SCHED_IDLE) a
+  // rank's update could hold the core where another rank's thread was queued for the whole
+  // update, and z1's and z2's exposed communication then read 3 to 4 times one bucket
+  // (docs/measurements.md). Polling yields at every turn, so any other thread on its core
+  // runs first.
   // Named, so that top -H, perf and a scheduler trace tell it from the rank's own thread.
   pthread_setname_np(pthread_self(), "zb-comm");
-  const pid_t tid = pid_t(syscall(SYS_gettid));
-  worker_tid_.store(int(tid), std::memory_order_release);
-  sched_param idle{};
-  if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0)
-    setpriority(PRIO_PROCESS, tid, kCommThreadNice);
+  worker_tid_.store(int(syscall(SYS_gettid)), std::memory_order_release);
   for (;;) {
     Task task;
     poll_for_work();
@@ -321,10 +320,9 @@ void CpuStreamCommunicator::loop() {
 // handoff then costs no system call and no wake-up of a parked core (tens of microseconds
 // per collective on a virtual machine), and a core that a rank's compute leaves idle
 // stays awake, in a compute-only step (which follows full ones well within
-// kParkAfterSeconds) as in a full one, so both time the same machine. At idle priority the
-// polling takes only cycles nobody else wants (where SCHED_IDLE is refused, nice 10 gives
-// it about a tenth of a contended core), and it yields, so another rank's communication
-// thread on the same core runs first. After kParkAfterSeconds without work (between
+// kParkAfterSeconds) as in a full one, so both time the same machine. It yields at every
+// turn, so a thread waking on the same core (the rank's compute, another rank's
+// communication thread) runs first. After kParkAfterSeconds without work (between
 // benchmarks) the thread parks on the condition variable.
 void CpuStreamCommunicator::poll_for_work() {
   const double until = now_seconds() + kParkAfterSeconds;

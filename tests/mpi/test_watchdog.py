@@ -28,9 +28,9 @@ WAITS = [
 
 def timeout_s(program):
     """--timeout for the run. zb_zero's steps run their collectives on the communication thread,
-    at idle priority: with the suite's other jobs holding both cores, it can wait seconds for a
-    core, and a step's 2 KB all-reduce once outlasted 2 s before the stalled wait was reached
-    (the timeout then named that all-reduce). zb_collectives calls on the rank's own thread."""
+    which shares both cores with the suite's other jobs: there a step's 2 KB all-reduce once
+    outlasted 2 s before the stalled wait was reached (the timeout then named that all-reduce;
+    the thread ran at idle priority then). zb_collectives calls on the rank's own thread."""
     return 20 if program == "zb_zero" else 2
 
 

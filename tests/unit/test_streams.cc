@@ -3,9 +3,8 @@
 // waiter. The communication stream's waiter: whether it checks for the collective's end before
 // it sleeps. Which thread runs what: the workers are named (zb-copy, zb-comm) for top -H, perf
 // and traces. And the communication stream's timeout line names its cause: starved of a core
-// (the thread runs at idle priority; here a thread at normal priority holds its only core), the
-// line says so and does not blame a rank; blocked in the library for a peer, it blames the rank
-// that never came, as before.
+// (here busy threads leave it a ninth of its only core), the line says so and does not blame a
+// rank; blocked in the library for a peer, it blames the rank that never came, as before.
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
@@ -129,16 +128,18 @@ TEST(CpuStream, CollectivesRunOnANamedThreadUnderThreadProgress) {
 }
 
 constexpr double kTimeoutSeconds = 0.3;
+// Busy threads beside the polling one on its core: a fair scheduler leaves it 1/(kHogs + 1) of
+// the core, well under the fifth that starvation() calls starved.
+constexpr int kHogs = 8;
 
 // A one-rank stream whose collective does not end until release(): it either polls (as an MPI
-// library waiting for a peer does) on one core shared with a busy thread at normal priority,
-// or sleeps in a blocking wait (as a library blocked on a socket does).
+// library waiting for a peer does) on one core shared with kHogs busy threads, or sleeps in a
+// blocking wait (as a library blocked on a socket does).
 class Stuck final : public CpuStreamCommunicator {
  public:
   enum class How { poll_on_a_busy_core, block };
   explicit Stuck(How how) : CpuStreamCommunicator(Topology{}, kTimeoutSeconds), how_(how) {
-    // The hog starts here, on the test's thread: one started by the communication thread would
-    // inherit its idle priority and share the core half and half.
+    // The hogs start here, on the test's thread, at its priority.
     cpu_set_t all;
     sched_getaffinity(0, sizeof all, &all);
     CPU_ZERO(&one_);
@@ -148,11 +149,12 @@ class Stuck final : public CpuStreamCommunicator {
         break;
       }
     if (how == How::poll_on_a_busy_core)
-      hog_ = std::thread([this] {
-        pthread_setaffinity_np(pthread_self(), sizeof one_, &one_);
-        while (!hog_stop_.load(std::memory_order_relaxed)) {
-        }
-      });
+      for (int i = 0; i < kHogs; ++i)
+        hogs_.emplace_back([this] {
+          pthread_setaffinity_np(pthread_self(), sizeof one_, &one_);
+          while (!hog_stop_.load(std::memory_order_relaxed)) {
+          }
+        });
     start_stream();
   }
   ~Stuck() override {
@@ -162,7 +164,7 @@ class Stuck final : public CpuStreamCommunicator {
   Backend backend() const override { return Backend::mpi; }
   std::string library_version() const override { return "none"; }
 
-  // The hog stops here, not on the starved thread: that one would hardly run to stop it.
+  // The hogs stop here, not on the starved thread: that one would hardly run to stop it.
   void release() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -170,7 +172,8 @@ class Stuck final : public CpuStreamCommunicator {
     }
     cv_.notify_all();
     hog_stop_.store(true);
-    if (hog_.joinable()) hog_.join();
+    for (std::thread& h : hogs_) h.join();
+    hogs_.clear();
   }
 
  protected:
@@ -191,8 +194,8 @@ class Stuck final : public CpuStreamCommunicator {
   Status barrier_call() override { return Status::ok(); }
 
  public:
-  // Until the blocking call has begun: a thread at idle priority on a loaded machine may take
-  // a while to reach it, and until then it is ready to run rather than blocked.
+  // Until the blocking call has begun: a thread on a loaded machine may take a while to reach
+  // it, and until then it is ready to run rather than blocked.
   bool entered_call() {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, std::chrono::seconds(120), [&] { return entered_; });
@@ -205,7 +208,7 @@ class Stuck final : public CpuStreamCommunicator {
   std::condition_variable cv_;
   bool released_ = false, entered_ = false;
   std::atomic<bool> hog_stop_{false};
-  std::thread hog_;
+  std::vector<std::thread> hogs_;
 };
 
 std::string timeout_line(Stuck::How how) {
