@@ -58,7 +58,7 @@ ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status*
 double busy_stream_rate(int host_cores, int ranks_per_node, int busy_ranks) {
   if (host_cores <= 0 || ranks_per_node <= 0) return 1;
   if (busy_ranks < 0) busy_ranks = ranks_per_node;
-  return std::clamp(double(host_cores - busy_ranks) / ranks_per_node, 0.0, 1.0);
+  return std::clamp(double(host_cores) / (busy_ranks + ranks_per_node), 0.0, 1.0);
 }
 
 HostShare host_share(int host_cores, int ranks_per_node) {

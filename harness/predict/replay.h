@@ -43,8 +43,8 @@ ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status*
 
 // How fast the stream runs while the ranks' compute keeps the host's cores busy, as a fraction
 // of its swept speed: on a CPU backend (`host_cores` per node, 0 on devices) the communication
-// threads of `ranks_per_node` ranks run on the cores that `busy_ranks` busy compute threads
-// (default: every rank's) leave, one core each at most; 1 on devices.
+// threads of `ranks_per_node` ranks share the cores with `busy_ranks` busy compute threads
+// (default: every rank's), a fair share each and one core at most; 1 on devices.
 double busy_stream_rate(int host_cores, int ranks_per_node, int busy_ranks = -1);
 // The stream's two rates on such a host (busy_seconds left unset): every rank computing, and,
 // where the ranks' busy spells do not overlap (RankSkew), half of them, the ranks taken as

@@ -51,8 +51,8 @@ struct OpTiming {
   double bytes = 0;  // issue
 };
 
-// Where both engines share the host's cores (CPU backends: the communication thread runs on
-// the cores compute leaves idle), compute that keeps the cores busy slows the stream.
+// Where both engines share the host's cores (CPU backends: the communication thread and the
+// rank's compute take turns on them), compute that keeps the cores busy slows the stream.
 struct HostShare {
   // The last part of a compute op, in seconds, that keeps the host's cores busy (the rest of it
   // sleeps); none: every op leaves them idle.

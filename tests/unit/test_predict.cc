@@ -316,16 +316,17 @@ TEST(Simulate, OnASharedHostTheRanksBusySpellsTogetherPauseTheStreamLonger) {
   EXPECT_DOUBLE_EQ(p.exposed_s, 2.5);
 }
 
-TEST(Simulate, TheStreamSlowsOnlyWhereTheRanksComputeLeavesTooFewCores) {
-  // Each rank's communication thread takes a core its compute leaves idle.
-  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 2), 0.0);   // 2 cores, both computing
-  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 4), 0.0);   // oversubscribed
-  EXPECT_DOUBLE_EQ(busy_stream_rate(6, 4), 0.5);   // 2 free cores for 4 threads
-  EXPECT_DOUBLE_EQ(busy_stream_rate(96, 8), 1.0);  // a core each and more
-  EXPECT_DOUBLE_EQ(busy_stream_rate(0, 8), 1.0);   // on devices the host is not shared
-  // With only some ranks computing: 1 of 2 leaves a core for both threads, half speed each.
-  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 2, 1), 0.5);
-  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 4, 2), 0.0);
+TEST(Simulate, TheStreamSlowsOnlyWhereTheRanksThreadsOutnumberTheCores) {
+  // Each rank's communication thread shares the cores with the busy compute threads, a fair
+  // share each: cores / (busy compute threads + communication threads), at most 1.
+  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 2), 0.5);    // 4 threads on 2 cores
+  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 4), 0.25);   // oversubscribed: 8 threads on 2 cores
+  EXPECT_DOUBLE_EQ(busy_stream_rate(6, 4), 0.75);   // 8 threads on 6 cores
+  EXPECT_DOUBLE_EQ(busy_stream_rate(96, 8), 1.0);   // a core each and more
+  EXPECT_DOUBLE_EQ(busy_stream_rate(0, 8), 1.0);    // on devices the host is not shared
+  // With only some ranks computing: 1 of 2 leaves 3 threads on 2 cores.
+  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 2, 1), 2.0 / 3);
+  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 4, 2), 2.0 / 6);
   EXPECT_DOUBLE_EQ(busy_stream_rate(6, 4, 2), 1.0);
 }
 
