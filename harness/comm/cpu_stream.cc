@@ -119,7 +119,7 @@ Status CpuStreamCommunicator::wait(const Event& event) {
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
-  ++sleepers_;
+  if (sleepers_++ == 0 || event.seq < sleeper_seq_) sleeper_seq_ = event.seq;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
   bool done = done_cv_.wait_until(lock, deadline, [&] {
     return completed_.load(std::memory_order_acquire) >= event.seq || failed_.load();
@@ -128,6 +128,11 @@ Status CpuStreamCommunicator::wait(const Event& event) {
   if (failed_.load()) return failure_;
   if (!done) return timeout_error(what(running_), starvation());
   return Status::ok();
+}
+
+int CpuStreamCommunicator::sleeping_waiters() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sleepers_;
 }
 
 // A collective that outlasts the timeout on the communication thread may not be a rank's
@@ -307,10 +312,16 @@ void CpuStreamCommunicator::loop() {
     }
     execute(task);
     completed_.store(task.seq, std::memory_order_release);
-    // Only a waiter that gave up spinning needs the condition variable; taking the lock
-    // first means it is either asleep (and woken) or will see completed_ when it checks.
+    // Only a waiter that gave up spinning needs the condition variable, and only once the
+    // collective it awaits is done: a batch of collectives waited for at its end wakes its
+    // waiter once, not once a collective (a wake-up is several microseconds, a small
+    // collective not many more). Taking the lock first means the waiter is either asleep
+    // (and woken) or will see completed_ when it checks.
     std::unique_lock<std::mutex> lock(mu_);
-    if (sleepers_ > 0) done_cv_.notify_all();
+    if (sleepers_ > 0 && (task.seq >= sleeper_seq_ || failed_.load())) {
+      wakeups_.fetch_add(1, std::memory_order_relaxed);
+      done_cv_.notify_all();
+    }
   }
 }
 

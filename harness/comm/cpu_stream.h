@@ -55,6 +55,10 @@ class CpuStreamCommunicator : public Communicator {
 
   Status issue(const CollRecord& op, const void* send, void* recv, size_t log_index) override;
 
+  // For tests: waiters asleep now, and how often the communication thread has woken them.
+  int sleeping_waiters();
+  uint64_t waiter_wakeups() const { return wakeups_.load(); }
+
  private:
   struct Task {
     CollRecord op;
@@ -97,7 +101,9 @@ class CpuStreamCommunicator : public Communicator {
   std::atomic<uint64_t> caller_seq_{0};   // and its number (0: none)
   uint64_t watched_seq_ = 0;              // the watchdog's: what it saw running, since when
   double watched_since_ = 0;
-  int sleepers_ = 0;                      // under mu_: waiters asleep on done_cv_
+  int sleepers_ = 0;                      // under mu_: waiters asleep on done_cv_,
+  uint64_t sleeper_seq_ = 0;              // and at most the first collective any awaits
+  std::atomic<uint64_t> wakeups_{0};      // notifications of done_cv_
   const double wait_spin_s_;              // how long a waiter checks before it sleeps
 };
 

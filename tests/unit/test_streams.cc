@@ -127,6 +127,55 @@ TEST(CpuStream, CollectivesRunOnANamedThreadUnderThreadProgress) {
   EXPECT_EQ(comm.called_on, caller);
 }
 
+// A one-rank CPU stream whose library calls wait at a gate until the test opens it.
+class Gated final : public CpuStreamCommunicator {
+ public:
+  Gated() : CpuStreamCommunicator(Topology{}, 60.0) { start_stream(); }
+  ~Gated() override {
+    open();
+    stop_stream();
+  }
+  Backend backend() const override { return Backend::mpi; }
+  std::string library_version() const override { return "none"; }
+  void open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  using CpuStreamCommunicator::sleeping_waiters;
+  using CpuStreamCommunicator::waiter_wakeups;
+
+ protected:
+  Status call(Coll, Group, const void*, void*, uint64_t, DType) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+    return Status::ok();
+  }
+  Status barrier_call() override { return Status::ok(); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+TEST(CpuStream, ABatchWaitedForAtItsEndWakesItsWaiterOnce) {
+  // Eight collectives queued, then one wait for them all: the gate holds the first until the
+  // waiter is asleep, so all eight complete while it sleeps. Its wake-up costs more than a
+  // small collective, so it is woken once, by the last, not by each (as it was before).
+  Gated comm;
+  ASSERT_TRUE(comm.set_progress(Progress::thread).is_ok());
+  float x = 1, y = 0;
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(comm.all_reduce(&x, &y, 1, DType::f32).is_ok());
+  std::thread opener([&] {
+    while (comm.sleeping_waiters() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    comm.open();
+  });
+  EXPECT_TRUE(comm.synchronize().is_ok());
+  opener.join();
+  EXPECT_EQ(comm.waiter_wakeups(), 1u);
+}
+
 constexpr double kTimeoutSeconds = 0.3;
 // Busy threads beside the polling one on its core: a fair scheduler leaves it 1/(kHogs + 1) of
 // the core, well under the fifth that starvation() calls starved.
