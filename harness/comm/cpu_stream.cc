@@ -138,9 +138,10 @@ int CpuStreamCommunicator::sleeping_waiters() {
 // A collective that outlasts the timeout on the communication thread may not be a rank's
 // fault: other work on the same cores (other jobs, a loaded CI machine) can leave the thread
 // too small a share of a core to finish in time. Told apart after the fact, over a short
-// window: a starved thread is ready to run nearly all the time yet has a core for little of it. A thread blocked in the library for a peer is not ready to run; one
-// polling for a peer on a core of its own has the core. (Watching around every wait would
-// cost the waits being timed.) Empty when it was not starved, or where this cannot be read.
+// window: a starved thread is ready to run nearly all the time yet has a core for little of
+// it. A thread blocked in the library for a peer is not ready to run; one polling for a peer
+// on a core of its own has the core. (Watching around every wait would cost the waits being
+// timed.) Empty when it was not starved, or where this cannot be read.
 std::string CpuStreamCommunicator::starvation() {
   const int tid = worker_tid_.load(std::memory_order_acquire);
   clockid_t clock;
