@@ -1,7 +1,7 @@
 // The CPU streams. The copy engine: jobs run in queue order, a ticket's wait sees everything
 // before it, the statistics count each copy once, and a failing job's error comes back to the
 // waiter. The communication stream's waiter: whether it checks for the collective's end before
-// it sleeps. Which thread runs what: the workers are named (zb-copy, zb-comm) for top -H, perf
+// it sleeps, and that a batch waited for at its end wakes it once. Which thread runs what: the workers are named (zb-copy, zb-comm) for top -H, perf
 // and traces. And the communication stream's timeout line names its cause: starved of a core
 // (here busy threads leave it a ninth of its only core), the line says so and does not blame a
 // rank; blocked in the library for a peer, it blames the rank that never came, as before.
@@ -127,67 +127,19 @@ TEST(CpuStream, CollectivesRunOnANamedThreadUnderThreadProgress) {
   EXPECT_EQ(comm.called_on, caller);
 }
 
-// A one-rank CPU stream whose library calls wait at a gate until the test opens it.
-class Gated final : public CpuStreamCommunicator {
- public:
-  Gated() : CpuStreamCommunicator(Topology{}, 60.0) { start_stream(); }
-  ~Gated() override {
-    open();
-    stop_stream();
-  }
-  Backend backend() const override { return Backend::mpi; }
-  std::string library_version() const override { return "none"; }
-  void open() {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  using CpuStreamCommunicator::sleeping_waiters;
-  using CpuStreamCommunicator::waiter_wakeups;
-
- protected:
-  Status call(Coll, Group, const void*, void*, uint64_t, DType) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return open_; });
-    return Status::ok();
-  }
-  Status barrier_call() override { return Status::ok(); }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
-TEST(CpuStream, ABatchWaitedForAtItsEndWakesItsWaiterOnce) {
-  // Eight collectives queued, then one wait for them all: the gate holds the first until the
-  // waiter is asleep, so all eight complete while it sleeps. Its wake-up costs more than a
-  // small collective, so it is woken once, by the last, not by each (as it was before).
-  Gated comm;
-  ASSERT_TRUE(comm.set_progress(Progress::thread).is_ok());
-  float x = 1, y = 0;
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(comm.all_reduce(&x, &y, 1, DType::f32).is_ok());
-  std::thread opener([&] {
-    while (comm.sleeping_waiters() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    comm.open();
-  });
-  EXPECT_TRUE(comm.synchronize().is_ok());
-  opener.join();
-  EXPECT_EQ(comm.waiter_wakeups(), 1u);
-}
-
 constexpr double kTimeoutSeconds = 0.3;
 // Busy threads beside the polling one on its core: a fair scheduler leaves it 1/(kHogs + 1) of
 // the core, well under the fifth that starvation() calls starved.
 constexpr int kHogs = 8;
 
-// A one-rank stream whose collective does not end until release(): it either polls (as an MPI
+// A one-rank stream whose collectives do not end until release(): each either polls (as an MPI
 // library waiting for a peer does) on one core shared with kHogs busy threads, or sleeps in a
 // blocking wait (as a library blocked on a socket does).
 class Stuck final : public CpuStreamCommunicator {
  public:
   enum class How { poll_on_a_busy_core, block };
-  explicit Stuck(How how) : CpuStreamCommunicator(Topology{}, kTimeoutSeconds), how_(how) {
+  explicit Stuck(How how, double timeout_s = kTimeoutSeconds)
+      : CpuStreamCommunicator(Topology{}, timeout_s), how_(how) {
     // The hogs start here, on the test's thread, at its priority.
     cpu_set_t all;
     sched_getaffinity(0, sizeof all, &all);
@@ -212,6 +164,8 @@ class Stuck final : public CpuStreamCommunicator {
   }
   Backend backend() const override { return Backend::mpi; }
   std::string library_version() const override { return "none"; }
+  using CpuStreamCommunicator::sleeping_waiters;
+  using CpuStreamCommunicator::waiter_wakeups;
 
   // The hogs stop here, not on the starved thread: that one would hardly run to stop it.
   void release() {
@@ -259,6 +213,23 @@ class Stuck final : public CpuStreamCommunicator {
   std::atomic<bool> hog_stop_{false};
   std::vector<std::thread> hogs_;
 };
+
+TEST(CpuStream, ABatchWaitedForAtItsEndWakesItsWaiterOnce) {
+  // Eight collectives queued, then one wait for them all: the first blocks until the waiter is
+  // asleep and release() lets it end, so all eight complete while it sleeps. Its wake-up costs more than a
+  // small collective, so it is woken once, by the last, not by each (as it was before).
+  Stuck comm(Stuck::How::block, 60.0);
+  ASSERT_TRUE(comm.set_progress(Progress::thread).is_ok());
+  float x = 1, y = 0;
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(comm.all_reduce(&x, &y, 1, DType::f32).is_ok());
+  std::thread opener([&] {
+    while (comm.sleeping_waiters() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    comm.release();
+  });
+  EXPECT_TRUE(comm.synchronize().is_ok());
+  opener.join();
+  EXPECT_EQ(comm.waiter_wakeups(), 1u);
+}
 
 std::string timeout_line(Stuck::How how) {
   Stuck comm(how);
