@@ -1,6 +1,8 @@
 // The zb_collectives benchmark body: buffers, the timed loops against the bare call, the check.
 #include "bench/collectives_bench.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -12,6 +14,13 @@
 
 namespace zb {
 namespace {
+
+// The process's minor page faults so far, every thread's.
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
 
 // One size of one op: buffers laid out so every rank's part is whole elements.
 struct Shape {
@@ -223,7 +232,9 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   // collectives the log holds for the same stretch.
   const size_t first_record = comm.traffic().size();
   NodeWindow window;
+  const long faults_before = minor_faults();
   ZB_RETURN_IF_ERROR(measure_node_window(driver, [&] { return timed(false, &a1); }, &window));
+  const long faults = minor_faults() - faults_before;
   std::vector<CollRecord> recs = comm.traffic().records();
   recs.erase(recs.begin(), recs.begin() + ptrdiff_t(first_record));
   const double window_iters = double(driver.warmup() + driver.iterations());
@@ -282,6 +293,7 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   out->intra_formula = driver.max_over_nodes(nb.intra) / window_iters;
   out->inter_measured = window.inter / window_iters;
   out->intra_measured = setup.measurable ? window.intra / window_iters : NAN;
+  out->page_faults = driver.max_over_ranks(double(faults)) / window_iters;
   out->algbw = t.mean_s > 0 ? double(full_bytes) / t.mean_s / 1e9 : 0;
   out->busbw = out->algbw * busbw_factor(s.op, n);  // of the flat op it stands in for, when hier
   run.counter("ranks", n);
@@ -297,6 +309,7 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   run.counter("inter_node_bytes_measured", out->inter_measured);
   run.counter("intra_node_bytes_formula", out->intra_formula);
   run.counter("intra_node_bytes_measured", out->intra_measured);
+  run.counter("page_faults", out->page_faults);
   run.counter("bare_time_s", out->bare_s);
   run.counter("overhead_ratio", out->time_s / out->bare_s);
   // The bare call against itself (its second run over its first): how far the machine alone

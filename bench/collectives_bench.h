@@ -57,6 +57,9 @@ struct CollResult {
   // Per iteration, the busiest node: bytes to other nodes (and among its ranks) by the ring
   // formula of the op, and as its counters saw them (NaN where no launcher names them).
   double inter_formula = 0, inter_measured = NAN, intra_formula = 0, intra_measured = NAN;
+  // Per iteration, the minor page faults the busiest process took over the same stretch (every
+  // thread of it): a timed call that meets fresh pages times the kernel providing them.
+  double page_faults = 0;
 };
 
 // The full buffer a size becomes: whole elements, and for reduce-scatter, all-gather and

@@ -117,6 +117,19 @@ def test_a_footprint_spreads_the_calls_and_every_element_is_still_checked():
     assert benchmarks(data)["all_reduce/bytes:4096/dtype:bf16"]["wrong"] >= 1
 
 
+def test_a_footprint_is_written_before_the_timed_calls_meet_it():
+    # 256 KiB calls spread over 4 MiB: 8 to 16 slots, of which the timed stretch reaches ones the
+    # untimed run before it did not. A slot whose output was never written costs a page fault for
+    # each of its 4 KiB pages there: 64 a call out of place, 32 for an in-place gather (its own
+    # half written as input). Written first, the calls meet none.
+    data, proc = run_json(2, "zb_collectives", ["--placement=out,in", "--min-bytes=256K", "--max-bytes=256K",
+                                               "--iters=3", "--warmup=1", "--footprint=4M"])
+    runs = benchmarks(data)
+    assert len(runs) == 6, proc.stdout
+    faults = {name: b["page_faults"] for name, b in runs.items()}
+    assert all(f < 8 for f in faults.values()), faults
+
+
 @pytest.mark.parametrize("np", [2, 3])
 def test_in_place_collectives_are_correct_and_named_apart(np):
     # 1001 elements, odd, over a footprint of several slots: each op's in-place form (the
