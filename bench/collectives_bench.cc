@@ -294,6 +294,7 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   out->inter_measured = window.inter / window_iters;
   out->intra_measured = setup.measurable ? window.intra / window_iters : NAN;
   out->page_faults = driver.max_over_ranks(double(faults)) / window_iters;
+  out->footprint_bytes = double(slots * slot_bytes);
   out->algbw = t.mean_s > 0 ? double(full_bytes) / t.mean_s / 1e9 : 0;
   out->busbw = out->algbw * busbw_factor(s.op, n);  // of the flat op it stands in for, when hier
   run.counter("ranks", n);
@@ -310,6 +311,7 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   run.counter("intra_node_bytes_formula", out->intra_formula);
   run.counter("intra_node_bytes_measured", out->intra_measured);
   run.counter("page_faults", out->page_faults);
+  run.counter("footprint_bytes", out->footprint_bytes);
   run.counter("bare_time_s", out->bare_s);
   run.counter("overhead_ratio", out->time_s / out->bare_s);
   // The bare call against itself (its second run over its first): how far the machine alone

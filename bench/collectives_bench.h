@@ -60,6 +60,8 @@ struct CollResult {
   // Per iteration, the minor page faults the busiest process took over the same stretch (every
   // thread of it): a timed call that meets fresh pages times the kernel providing them.
   double page_faults = 0;
+  // The buffers each rank's calls cycled through: one call's (--footprint 0), or the spread.
+  double footprint_bytes = 0;
 };
 
 // The full buffer a size becomes: whole elements, and for reduce-scatter, all-gather and

@@ -21,6 +21,7 @@ struct Options {
   bool batch = true, check = true, bare = true, serial = false, node_groups = false;
   double serial_idle_us = 0;
   uint64_t footprint = 0;
+  std::vector<zb::CollOp> footprint_ops;  // empty: every op
   zb::Progress progress = zb::Progress::caller;
   std::vector<zb::Group> groups{zb::Group::world};
   std::vector<Placement> placements{Placement::out};
@@ -83,8 +84,11 @@ int main(int argc, char** argv) {
                "the communication thread and the cores adds; zb_predict charges it to a collective issued to "
                "an idle stream (default 0: not timed)", 0, 1e6);
   f.add_bytes("footprint", &opt.footprint, "spread each size's calls over buffers of at least this many "
-              "bytes in all, each call the next part (default 0: the same buffers every call, as nccl-tests "
-              "does): a step's collectives each find their own data in the caches, not the last call's", 0);
+              "bytes in all, each call the next part (0: the same buffers every call, as nccl-tests does): a "
+              "step's collectives each find their own data in the caches, not the last call's", 0);
+  f.add_list("footprint-ops", &opt.footprint_ops, "the ops --footprint spreads; the others reuse one buffer "
+             "(default: every op). A step's gathers read weights last touched a step before, its reductions "
+             "gradients the backward has just written", zb::coll_op_choices());
   f.add_list("groups", &opt.groups, "the ranks each collective runs over: world, node (each node's ranks) or "
              "cross (the ranks at one place on every node); names gain /group:G beyond world",
              zb::Choices<zb::Group>{{"world", zb::Group::world}, {"node", zb::Group::node}, {"cross", zb::Group::cross}});
@@ -121,6 +125,10 @@ int main(int argc, char** argv) {
   std::string why_not;
   const bool measurable = zb::socket_transport(zb::backend_name(comm.backend()), n, &why_not);
   std::vector<Row> rows;
+  auto spread = [&](const zb::CollOp& op) {
+    return opt.footprint_ops.empty() ||
+           std::find(opt.footprint_ops.begin(), opt.footprint_ops.end(), op) != opt.footprint_ops.end();
+  };
 
   for (zb::Group group : opt.groups)
     for (Placement placement : opt.placements)
@@ -130,7 +138,7 @@ int main(int argc, char** argv) {
         if (in_place && (op.hier || op.op == zb::Coll::all_to_all)) continue;  // no in-place form here
         for (uint64_t bytes : zb::size_sweep(opt.min_bytes, opt.max_bytes, opt.step_factor)) {
           zb::CollSetup setup{op.op, op.hier, group, opt.dtype, bytes, opt.batch, opt.bare, opt.check, measurable,
-                              opt.serial, opt.serial_idle_us * 1e-6, opt.footprint, in_place};
+                              opt.serial, opt.serial_idle_us * 1e-6, spread(op) ? opt.footprint : 0, in_place};
           const int pad_ranks = op.hier ? comm.group_size(zb::Group::node) : comm.group_size(group);
           const uint64_t full_bytes =
               zb::padded_count(op.op, opt.dtype, bytes, pad_ranks, op.hier) * zb::dtype_size(opt.dtype);

@@ -130,6 +130,15 @@ def test_a_footprint_is_written_before_the_timed_calls_meet_it():
     assert all(f < 8 for f in faults.values()), faults
 
 
+def test_footprint_ops_spread_only_the_ops_named():
+    # 4 KiB out of place at 2 ranks: a slot is the input and the output, 8 KiB for the
+    # all-reduce, 6 KiB for the others (one side the rank's half); the gather's 1 MiB is 171 slots.
+    data, proc = run_json(2, "zb_collectives", ["--min-bytes=4K", "--max-bytes=4K", "--iters=2",
+                                               "--footprint=1M", "--footprint-ops=all_gather"])
+    spread = {name.split("/")[0]: b["footprint_bytes"] for name, b in benchmarks(data).items()}
+    assert spread == {"all_reduce": 8192, "reduce_scatter": 6144, "all_gather": 171 * 6144}, proc.stdout
+
+
 @pytest.mark.parametrize("np", [2, 3])
 def test_in_place_collectives_are_correct_and_named_apart(np):
     # 1001 elements, odd, over a footprint of several slots: each op's in-place form (the
@@ -239,7 +248,8 @@ BAD = [["--ops=alltoall"], ["--dtype=fp16"], ["--min-bytes=0"], ["--min-bytes=4Q
        ["--fault-slow=all_reduce:0"], (["--json=/no/such/dir/x.json"], "--json"), ["--groups=rack"],
        (["--backend=nccl"], "nccl"), (["--fault-stall=1:nap"], "--fault-stall"),
        (["--fault-stall=-1:fence"], "--fault-stall"), ["--show-backend=maybe"],
-       (["--serial-idle-us=200"], "add --serial"), ["--serial", "--serial-idle-us=-1"], ["--footprint=x"]]
+       (["--serial-idle-us=200"], "add --serial"), ["--serial", "--serial-idle-us=-1"], ["--footprint=x"],
+       ["--footprint-ops=gather"]]
 
 
 def test_bad_flags_exit_2_with_one_line_before_mpi():
