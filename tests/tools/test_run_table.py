@@ -81,6 +81,16 @@ def effective(words):
     return out
 
 
+def test_the_predictors_sweep_spreads_its_gathers_over_the_models_weights():
+    # On CPUs: --footprint is the model's BF16 weights per rank, 2 bytes a parameter.
+    for size in TABLE.sizes:
+        model = dict(w[2:].split("=", 1) for w in TABLE.run("zero").argv(size, "mpi", "/r") if "=" in w)
+        sweep = dict(w[2:].split("=", 1) for w in TABLE.run("predict_sweep").argv(size, "mpi", "/r") if "=" in w)
+        assert sweep["footprint-ops"] == "all_gather", size
+        footprint = int(sweep["footprint"][:-1]) * 1024 ** " KMG".index(sweep["footprint"][-1])
+        assert footprint == pytest.approx(2 * float(model["params"]), rel=0.05), size
+
+
 @pytest.mark.skipif(not os.path.isfile(os.path.join(BASELINE, "manifest.json")), reason="no baseline")
 def test_quick_is_the_committed_baselines_configuration():
     with open(os.path.join(BASELINE, "manifest.json")) as f:
