@@ -114,6 +114,21 @@ Status copy_bytes(void* dst, MemKind dst_kind, const void* src, MemKind src_kind
 #endif
 }
 
+Status zero_bytes(void* dst, MemKind kind, size_t bytes) {
+  if (bytes == 0 || kind == MemKind::reserved) return Status::ok();
+  if (kind != MemKind::device) {
+    std::memset(dst, 0, bytes);
+    return Status::ok();
+  }
+#ifdef ZB_HAVE_CUDA
+  ZB_CUDA_CHECK(cudaMemset(dst, 0, bytes));
+  ZB_CUDA_CHECK(cudaDeviceSynchronize());
+  return Status::ok();
+#else
+  return Status::error("device memory needs a CUDA build");
+#endif
+}
+
 bool cuda_built() {
 #ifdef ZB_HAVE_CUDA
   return true;

@@ -41,6 +41,9 @@ class Buffer {
 
 // Copies between any two kinds (cudaMemcpy when either side is a GPU buffer).
 Status copy_bytes(void* dst, MemKind dst_kind, const void* src, MemKind src_kind, size_t bytes);
+// Writes zeros, done when it returns: every page of a fresh buffer made resident, so that
+// nothing timed later meets a first touch. Nothing to do for reserved memory.
+Status zero_bytes(void* dst, MemKind kind, size_t bytes);
 
 bool cuda_built();
 // 0 when this build has no CUDA, or when the driver is missing (cudaGetDeviceCount fails).

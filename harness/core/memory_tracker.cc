@@ -3,7 +3,6 @@
 
 #include <unistd.h>
 
-#include <cstring>
 #include <fstream>
 
 #ifdef ZB_HAVE_CUDA
@@ -25,14 +24,7 @@ const char* mem_category_name(MemCategory c) {
 
 Status MemoryTracker::allocate(MemCategory category, size_t bytes, Buffer* out) {
   ZB_RETURN_IF_ERROR(Buffer::allocate(kind_, bytes, out));
-  if (kind_ == MemKind::device) {
-#ifdef ZB_HAVE_CUDA
-    ZB_CUDA_CHECK(cudaMemset(out->data(), 0, bytes));
-    ZB_CUDA_CHECK(cudaDeviceSynchronize());
-#endif
-  } else if (kind_ != MemKind::reserved) {
-    std::memset(out->data(), 0, bytes);
-  }
+  ZB_RETURN_IF_ERROR(zero_bytes(out->data(), kind_, bytes));
   bytes_[size_t(category)] += bytes;
   if (category == MemCategory::transient)
     transient_peak_ = std::max(transient_peak_, bytes_[size_t(MemCategory::transient)]);
