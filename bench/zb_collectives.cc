@@ -20,7 +20,7 @@ struct Options {
   zb::DType dtype = zb::DType::bf16;
   bool batch = true, check = true, bare = true, serial = false, node_groups = false;
   double serial_idle_us = 0;
-  uint64_t footprint = 0;
+  std::vector<uint64_t> footprints{0};      // 0: one buffer
   std::vector<zb::CollOp> footprint_ops;  // empty: every op
   zb::Progress progress = zb::Progress::caller;
   std::vector<zb::Group> groups{zb::Group::world};
@@ -83,9 +83,10 @@ int main(int argc, char** argv) {
                "this many microseconds idle, as after a layer's compute (serial_idle_s, the median): what waking "
                "the communication thread and the cores adds; zb_predict charges it to a collective issued to "
                "an idle stream (default 0: not timed)", 0, 1e6);
-  f.add_bytes("footprint", &opt.footprint, "spread each size's calls over buffers of at least this many "
-              "bytes in all, each call the next part (0: the same buffers every call, as nccl-tests does): a "
-              "step's collectives each find their own data in the caches, not the last call's", 0);
+  f.add_bytes_list("footprint", &opt.footprints, "spread each size's calls over buffers of at least this many "
+                   "bytes in all, each call the next part (0: the same buffers every call, as nccl-tests does): a "
+                   "step's collectives each find their own data in the caches, not the last call's. A list "
+                   "(0,16M) times each op at each; names gain /footprint:B where B is above 0");
   f.add_list("footprint-ops", &opt.footprint_ops, "the ops --footprint spreads; the others reuse one buffer "
              "(default: every op). A step's gathers read weights last touched a step before, its reductions "
              "gradients the backward has just written", zb::coll_op_choices());
@@ -136,24 +137,30 @@ int main(int argc, char** argv) {
         const bool in_place = placement == Placement::in;
         if (op.hier && group != zb::Group::world) continue;  // it picks its own groups
         if (in_place && (op.hier || op.op == zb::Coll::all_to_all)) continue;  // no in-place form here
-        for (uint64_t bytes : zb::size_sweep(opt.min_bytes, opt.max_bytes, opt.step_factor)) {
-          zb::CollSetup setup{op.op, op.hier, group, opt.dtype, bytes, opt.batch, opt.bare, opt.check, measurable,
-                              opt.serial, opt.serial_idle_us * 1e-6, spread(op) ? opt.footprint : 0, in_place};
-          const int pad_ranks = op.hier ? comm.group_size(zb::Group::node) : comm.group_size(group);
-          const uint64_t full_bytes =
-              zb::padded_count(op.op, opt.dtype, bytes, pad_ranks, op.hier) * zb::dtype_size(opt.dtype);
-          const std::string name = std::string(zb::coll_op_name(op)) + "/bytes:" + std::to_string(full_bytes) +
-                                   "/dtype:" + zb::dtype_name(opt.dtype) +
-                                   (group == zb::Group::world ? "" : std::string("/group:") + zb::group_name(group)) +
-                                   (in_place ? "/placement:in" : "");
-          const std::string label = std::string(zb::coll_op_name(op)) + (in_place ? " in place" : "");
-          driver.add(name, [&, setup, name, label](zb::Run& run) -> zb::Status {
-            zb::CollResult r;
-            ZB_RETURN_IF_ERROR(zb::run_collective_benchmark(run, setup, &r));
-            if (r.wrong > 0) driver.mark_failed(name + ": " + zb::fmt(r.wrong, 0) + " wrong elements");
-            rows.push_back({label, r});
-            return zb::Status::ok();
-          });
+        const std::vector<uint64_t> footprints = spread(op) ? opt.footprints : std::vector<uint64_t>{0};
+        for (uint64_t footprint : footprints) {
+          for (uint64_t bytes : zb::size_sweep(opt.min_bytes, opt.max_bytes, opt.step_factor)) {
+            zb::CollSetup setup{op.op, op.hier, group, opt.dtype, bytes, opt.batch, opt.bare, opt.check, measurable,
+                                opt.serial, opt.serial_idle_us * 1e-6, footprint, in_place};
+            const int pad_ranks = op.hier ? comm.group_size(zb::Group::node) : comm.group_size(group);
+            const uint64_t full_bytes =
+                zb::padded_count(op.op, opt.dtype, bytes, pad_ranks, op.hier) * zb::dtype_size(opt.dtype);
+            const std::string group_part =
+                group == zb::Group::world ? "" : std::string("/group:") + zb::group_name(group);
+            const std::string name = std::string(zb::coll_op_name(op)) + "/bytes:" + std::to_string(full_bytes) +
+                                     "/dtype:" + zb::dtype_name(opt.dtype) + group_part +
+                                     (in_place ? "/placement:in" : "") +
+                                     (footprint > 0 ? "/footprint:" + std::to_string(footprint) : "");
+            const std::string label = std::string(zb::coll_op_name(op)) + (in_place ? " in place" : "") +
+                                      (footprint > 0 ? " spread" : "");
+            driver.add(name, [&, setup, name, label](zb::Run& run) -> zb::Status {
+              zb::CollResult r;
+              ZB_RETURN_IF_ERROR(zb::run_collective_benchmark(run, setup, &r));
+              if (r.wrong > 0) driver.mark_failed(name + ": " + zb::fmt(r.wrong, 0) + " wrong elements");
+              rows.push_back({label, r});
+              return zb::Status::ok();
+            });
+          }
         }
       }
 

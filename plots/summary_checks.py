@@ -193,7 +193,13 @@ def _warm_gathers(ctx, p, table, sweep_ctx, off_s):
     return (cpu_ranks and str(ctx.get("nodes")) == "1"
             and _finite(off_s) and off_s < 0 and row is not None
             and any(x.get("op") == "all_gather" for x in row.get("passes", []))
-            and not re.search(r"--footprint=(?!0\b)", (sweep_ctx or {}).get("command_line", "")))
+            and not _spread_sweep((sweep_ctx or {}).get("command_line", "")))
+
+
+def _spread_sweep(command_line):
+    """Whether zb_collectives' --footprint (one size or a list) spread any of its calls."""
+    m = re.search(r"--footprint=(\S+)", command_line)
+    return bool(m) and any(float(re.match(r"[\d.]*", x).group() or 0) > 0 for x in m.group(1).split(","))
 
 
 def _measured_row(results, name):

@@ -120,13 +120,18 @@ class Model:
         timings = (1 if f.has("no-bare") else 4) + f.has("serial")
         # --placement=in times the all-reduce, reduce-scatter and all-gather once more, in place
         in_place = "in" in f.items("placement", ["out"])
+        # --footprint times each op --footprint-ops names at each footprint listed (0: one buffer),
+        # writing the spread's buffers first; the other ops once
+        footprints = [parse_bytes(x) for x in f.items("footprint", ["0"])]
+        spread_ops = f.items("footprint-ops", ops)
         out = []
         for op in ops + ([o for o in ops if o in c["ops"]] if in_place else []):
             passes = 2 if "all_reduce" in op else 1
-            for b in sizes:
-                one = self.ring_s(b, passes, bw)
-                check = c["check_passes"] * b / self.m["mem_Bps"] + one
-                out.append((1, self.m["bench_s"] + timings * steps * one + check))
+            for footprint in footprints if op in spread_ops else [0]:
+                for b in sizes:
+                    one = self.ring_s(b, passes, bw)
+                    check = c["check_passes"] * b / self.m["mem_Bps"] + one
+                    out.append((1, self.m["bench_s"] + timings * steps * one + check + footprint / self.m["mem_Bps"]))
         return out
 
     def configurations(self, f):

@@ -91,6 +91,27 @@ void Flags::add_bytes(const std::string& name, uint64_t* out, const std::string&
        }});
 }
 
+void Flags::add_bytes_list(const std::string& name, std::vector<uint64_t>* out, const std::string& help) {
+  std::vector<std::string> current;
+  for (uint64_t v : *out) current.push_back(std::to_string(v));
+  add({name, help, "BYTES,BYTES,...", join(current, ","), false, [=](const std::string& v) {
+         std::vector<uint64_t> picked;
+         std::vector<std::string> items = split(v, ',');
+         if (!v.empty() && v.back() == ',') items.push_back("");  // split drops a last empty item
+         for (const std::string& item : items) {
+           uint64_t x = 0;
+           Status s = parse_bytes(item, &x);
+           if (!s) return Status::error("--" + name + ": " + s.message() + "; give BYTES or a list BYTES,BYTES,...");
+           for (uint64_t seen : picked)
+             if (seen == x) return Status::error("--" + name + ": " + item + " given twice");
+           picked.push_back(x);
+         }
+         if (picked.empty()) return Status::error("--" + name + " needs a value: BYTES or a list BYTES,BYTES,...");
+         *out = picked;
+         return Status::ok();
+       }});
+}
+
 void Flags::add_count(const std::string& name, uint64_t* out, const std::string& help, uint64_t min,
                       uint64_t max) {
   add({name, help, "COUNT", std::to_string(*out), false, [=](const std::string& v) {

@@ -32,6 +32,9 @@ class Flags {
   // Byte sizes: 4194304, 4M, 4MiB, 1.5G (K, M, G, T are powers of 1024).
   void add_bytes(const std::string& name, uint64_t* out, const std::string& help,
                  uint64_t min = 0);
+  // Byte sizes as add_bytes reads them, one or a comma list (0,16M), without repeats: sizes a
+  // program runs each benchmark at (zb_collectives --footprint).
+  void add_bytes_list(const std::string& name, std::vector<uint64_t>* out, const std::string& help);
   // Parameter counts, decimal (parse_count).
   void add_count(const std::string& name, uint64_t* out, const std::string& help, uint64_t min,
                  uint64_t max);

@@ -18,6 +18,11 @@ namespace zb {
 
 const char* tier_name(Tier t) { return t == Tier::intra ? "intra-node" : "inter-node"; }
 
+bool same_collective(const SweepSeries& a, const SweepSeries& b) {
+  return a.op == b.op && a.dtype == b.dtype && a.group == b.group && a.in_place == b.in_place &&
+         a.ranks == b.ranks && a.tier == b.tier;
+}
+
 namespace {
 
 std::string read_text(const std::string& path) {
@@ -55,8 +60,8 @@ Status load_zb_collectives(const std::string& path, std::vector<SweepSeries>* ou
   const std::string& cmd = results.context["command_line"];
   *description = "zb_collectives " + std::string(cmd.find("--timing=per-iter") != std::string::npos ? "per-iter" : "batch") +
                  ", progress " + (cmd.find("--progress=thread") != std::string::npos ? "thread" : "caller");
-  // By op, dtype, group and placement (out of place first).
-  using Key = std::tuple<int, std::string, std::string, bool>;
+  // By op, dtype, group, placement (out of place first) and footprint (one buffer first).
+  using Key = std::tuple<int, std::string, std::string, bool, uint64_t>;
   std::map<Key, SweepSeries> by_key;
   std::map<Key, std::vector<double>> handoffs, wakes;  // per size
   double idle_us = 0;  // what --serial-idle-us said
@@ -77,10 +82,12 @@ Status load_zb_collectives(const std::string& path, std::vector<SweepSeries>* ou
     const std::string dtype = seg.count("dtype") ? seg["dtype"] : "bf16";
     const std::string group = seg.count("group") ? seg["group"] : "world";
     const bool in_place = seg.count("placement") && seg["placement"] == "in";
+    uint64_t footprint = 0;
+    if (seg.count("footprint")) parse_bytes(seg["footprint"], &footprint);
     if (bytes == 0) continue;
-    const Key key{int(op), dtype, group, in_place};
+    const Key key{int(op), dtype, group, in_place, footprint};
     SweepSeries& s = by_key[key];
-    s.op = op, s.dtype = dtype, s.group = group, s.in_place = in_place, s.file = path;
+    s.op = op, s.dtype = dtype, s.group = group, s.in_place = in_place, s.footprint = footprint, s.file = path;
     place(group, *shape, &s);
     s.points.push_back({double(bytes), counters.at("real_time_s")});
     auto waited = counters.find("serial_s");
@@ -149,11 +156,12 @@ Status Sweep::load(const std::string& paths, double handoff_s, Sweep* out) {
     if (got.empty()) return Status::error("--sweep: " + path + " holds no collective benchmarks");
     for (const SweepSeries& g : got)
       for (const SweepSeries& a : all)
-        if (a.op == g.op && a.dtype == g.dtype && a.ranks == g.ranks && a.tier == g.tier && a.group == g.group &&
-            a.in_place == g.in_place)
+        if (same_collective(a, g) && a.footprint == g.footprint)
           return Status::error("--sweep: " + path + " and " + a.file + " both time " + coll_name(g.op) + " of " +
-                               g.dtype + (g.in_place ? " in place" : "") + " over " + std::to_string(g.ranks) +
-                               " ranks " + tier_name(g.tier) + "; give one of them");
+                               g.dtype + (g.in_place ? " in place" : "") +
+                               (g.footprint ? " spread over " + std::to_string(g.footprint) + " bytes" : "") +
+                               " over " + std::to_string(g.ranks) + " ranks " + tier_name(g.tier) +
+                               "; give one of them");
     if (all.empty()) first = shape;
     description += (description.empty() ? "" : "; ") + what;
     all.insert(all.end(), got.begin(), got.end());
@@ -170,11 +178,19 @@ const SweepSeries* Sweep::find(Coll op, DType dtype, int ranks, Tier tier, const
                                bool in_place) const {
   const SweepSeries* best = nullptr;
   auto score = [&](const SweepSeries& s) {
-    return (s.dtype == dtype_name(dtype) ? 4 : 0) + (s.in_place == in_place ? 2 : 0) + (s.group == group ? 1 : 0);
+    return (s.dtype == dtype_name(dtype) ? 8 : 0) + (s.in_place == in_place ? 4 : 0) + (s.group == group ? 2 : 0) +
+           (s.footprint == 0 ? 1 : 0);
   };
   for (const SweepSeries& s : series_)
     if (s.op == op && s.ranks == ranks && s.tier == tier && (!best || score(s) > score(*best))) best = &s;
   return best;
+}
+
+const SweepSeries* Sweep::spread_of(const SweepSeries& warm) const {
+  if (warm.footprint > 0) return nullptr;
+  for (const SweepSeries& s : series_)
+    if (s.footprint > 0 && same_collective(s, warm)) return &s;
+  return nullptr;
 }
 
 double Sweep::handoff_s(Coll op) const {

@@ -24,6 +24,9 @@ struct SweepSeries {
   std::string dtype;   // fp32 or bf16, or nccl-tests' own name for another type
   std::string group;   // as swept: world, node or cross (nccl-tests: world)
   bool in_place = false;  // swept in place (zb_collectives --placement=in)
+  // The buffers its calls were spread over (zb_collectives --footprint, named /footprint:B), so
+  // that each call met them cold; 0: every call on the same buffers, warm in the caches.
+  uint64_t footprint = 0;
   int ranks = 0;       // of the group
   Tier tier = Tier::intra;
   std::vector<SweepPoint> points;  // each size's fastest repetition
@@ -35,6 +38,10 @@ struct SweepSeries {
   double wake_s = -1, wake_after_s = 0;
   std::string file;
 };
+
+// Whether two series time the same collective: op, dtype, group, placement, rank count and tier
+// (their footprints may differ).
+bool same_collective(const SweepSeries& a, const SweepSeries& b);
 
 // The hand-off of a blocking wait where the sweep timed none (nccl-tests never does): a host
 // thread or a stream woken by a CUDA event, some microseconds. zb_predict's and zb_plan's
@@ -63,9 +70,12 @@ class Sweep {
   // The series of `op` over a group of `ranks` ranks in `tier`, of `dtype` where swept, else of
   // another element type (priced by bytes); nullptr when none. Then the series swept in place
   // or not as `in_place` says, where swept, else the other; `group` breaks ties (world before
-  // node and cross of the same size and tier).
+  // node and cross of the same size and tier), then one buffer before a spread footprint.
   const SweepSeries* find(Coll op, DType dtype, int ranks, Tier tier, const std::string& group = "world",
                           bool in_place = false) const;
+  // The same collective as `warm` (op, dtype, group, placement, ranks, tier) swept spread over a
+  // footprint, where `warm` is on one buffer and the sweep has both; else nullptr.
+  const SweepSeries* spread_of(const SweepSeries& warm) const;
   // The hand-off of a blocking wait on `op`: the sweep's where measured (the median over sizes
   // of serial_s less the back-to-back time, clamped at 0; any group, any rank count, out of
   // place first), else the default given to load().

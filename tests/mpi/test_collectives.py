@@ -114,7 +114,7 @@ def test_a_footprint_spreads_the_calls_and_every_element_is_still_checked():
     # input, copied into every slot, is still counted.
     data, proc = run_json(2, "zb_collectives", ["--ops=all_reduce", "--min-bytes=4K", "--max-bytes=4K",
                                                "--iters=2", "--footprint=1M", "--fault-corrupt=1"], expect_rc=1)
-    assert benchmarks(data)["all_reduce/bytes:4096/dtype:bf16"]["wrong"] >= 1
+    assert benchmarks(data)["all_reduce/bytes:4096/dtype:bf16/footprint:1048576"]["wrong"] >= 1
 
 
 def test_a_footprint_is_written_before_the_timed_calls_meet_it():
@@ -135,8 +135,17 @@ def test_footprint_ops_spread_only_the_ops_named():
     # all-reduce, 6 KiB for the others (one side the rank's half); the gather's 1 MiB is 171 slots.
     data, proc = run_json(2, "zb_collectives", ["--min-bytes=4K", "--max-bytes=4K", "--iters=2",
                                                "--footprint=1M", "--footprint-ops=all_gather"])
-    spread = {name.split("/")[0]: b["footprint_bytes"] for name, b in benchmarks(data).items()}
-    assert spread == {"all_reduce": 8192, "reduce_scatter": 6144, "all_gather": 171 * 6144}, proc.stdout
+    spread = {name: b["footprint_bytes"] for name, b in benchmarks(data).items()}
+    assert spread == {"all_reduce/bytes:4096/dtype:bf16": 8192, "reduce_scatter/bytes:4096/dtype:bf16": 6144,
+                      "all_gather/bytes:4096/dtype:bf16/footprint:1048576": 171 * 6144}, proc.stdout
+    # A list times the ops it spreads at each size, one buffer (0) named as before; the others once.
+    data, proc = run_json(2, "zb_collectives", ["--min-bytes=4K", "--max-bytes=4K", "--iters=2",
+                                               "--footprint=0,1M", "--footprint-ops=all_gather"])
+    spread = {name: b["footprint_bytes"] for name, b in benchmarks(data).items()}
+    assert spread == {"all_reduce/bytes:4096/dtype:bf16": 8192, "reduce_scatter/bytes:4096/dtype:bf16": 6144,
+                      "all_gather/bytes:4096/dtype:bf16": 6144,
+                      "all_gather/bytes:4096/dtype:bf16/footprint:1048576": 171 * 6144}, proc.stdout
+    assert "all_gather spread" in proc.stdout
 
 
 @pytest.mark.parametrize("np", [2, 3])
@@ -148,8 +157,8 @@ def test_in_place_collectives_are_correct_and_named_apart(np):
                                                 "--max-bytes=2002", "--iters=3", "--footprint=64K"])
     runs = benchmarks(data)
     padded = {op: 1001 if op == "all_reduce" else -(-1001 // np) * np for op in ALL_OPS}
-    want = {f"{op}/bytes:{padded[op] * 2}/dtype:bf16" for op in ALL_OPS}
-    want |= {f"{op}/bytes:{padded[op] * 2}/dtype:bf16/placement:in" for op in OPS}
+    want = {f"{op}/bytes:{padded[op] * 2}/dtype:bf16/footprint:65536" for op in ALL_OPS}
+    want |= {f"{op}/bytes:{padded[op] * 2}/dtype:bf16/placement:in/footprint:65536" for op in OPS}
     assert set(runs) == want, proc.stdout
     assert all(b["wrong"] == 0 for b in runs.values()), proc.stdout
     assert "all_gather in place" in proc.stdout
@@ -249,7 +258,7 @@ BAD = [["--ops=alltoall"], ["--dtype=fp16"], ["--min-bytes=0"], ["--min-bytes=4Q
        (["--backend=nccl"], "nccl"), (["--fault-stall=1:nap"], "--fault-stall"),
        (["--fault-stall=-1:fence"], "--fault-stall"), ["--show-backend=maybe"],
        (["--serial-idle-us=200"], "add --serial"), ["--serial", "--serial-idle-us=-1"], ["--footprint=x"],
-       ["--footprint-ops=gather"]]
+       ["--footprint-ops=gather"], ["--footprint=4M,4M"], ["--footprint=0,"]]
 
 
 def test_bad_flags_exit_2_with_one_line_before_mpi():

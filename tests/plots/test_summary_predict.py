@@ -121,6 +121,7 @@ WARM = "stages that gather come out short"
     ("nccl", "1", "", set()),  # GPUs: not the CPU caches' bias
     ("mpi", "2", "", set()),  # across nodes the links set the time
     ("mpi", "1", "--footprint=16M", set()),  # the sweep already spread its calls
+    ("mpi", "1", "--footprint=0,16M --footprint-ops=all_gather", set()),  # and on one buffer
 ])
 def test_a_short_gathering_stage_on_one_cpu_node_names_the_warm_sweep(folder, backend, nodes,
                                                                        sweep_flags, warm):

@@ -107,6 +107,29 @@ TEST(Flags, CountsAndListsOfWholeNumbers) {
   }
 }
 
+TEST(Flags, ListsOfByteSizes) {
+  zb::Flags f("prog");
+  std::vector<uint64_t> footprint{0};
+  f.add_bytes_list("footprint", &footprint, "");
+  auto run = [&](std::vector<std::string> args) {
+    std::vector<char*> argv{const_cast<char*>("prog")};
+    for (auto& a : args) argv.push_back(a.data());
+    std::vector<std::string> pass;
+    bool help = false;
+    return f.parse(int(argv.size()), argv.data(), &pass, &help);
+  };
+  ASSERT_TRUE(run({"--footprint=16M"}));
+  EXPECT_EQ(footprint, (std::vector<uint64_t>{16u << 20}));
+  ASSERT_TRUE(run({"--footprint=0,4K,1.5M"}));
+  EXPECT_EQ(footprint, (std::vector<uint64_t>{0, 4096, 1572864}));
+  for (std::string bad : {"--footprint=4M,4M", "--footprint=4M,4096K", "--footprint=4M,", "--footprint=",
+                          "--footprint=x", "--footprint=-1", "--footprint=3Q"}) {
+    zb::Status s = run({bad});
+    EXPECT_FALSE(s) << bad;
+    EXPECT_NE(s.message().find("--footprint"), std::string::npos) << s.message();
+  }
+}
+
 TEST(Flags, EveryBadInputIsAnError) {
   const std::vector<std::vector<std::string>> bad = {
       {"--iters=0"},     {"--iters=101"},       {"--iters=ten"},       {"--iters"},
