@@ -1,7 +1,16 @@
 // Pricing a collective: measured where the sweep has it, modelled from the tiers elsewhere.
 #include "harness/predict/pricing.h"
 
+#include <algorithm>
+
 namespace zb {
+
+double gather_cold_fraction(bool step_in_place, bool swept_in_place, int ranks) {
+  const double block = 1.0 / std::max(1, ranks);  // of the gathered output
+  const double step_cold = step_in_place ? 1.0 : block;
+  const double swept_cold = swept_in_place ? 1.0 : 1.0 + block;
+  return step_cold / swept_cold;
+}
 
 CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
   const int ranks = c.ranks > 0 ? c.ranks : topo_.size;
@@ -19,7 +28,13 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
   if (!rate_set) {
     const SweepSeries* s = sweep_.find(c.op, c.dtype, ranks, tier, group_name(c.group), c.in_place);
     if (s) {
-      const CollModel::Prediction p = s->model.predict(double(c.bytes()));
+      CollModel::Prediction p = s->model.predict(double(c.bytes()));
+      const SweepSeries* spread = c.op == Coll::all_gather ? sweep_.spread_of(*s) : nullptr;
+      if (spread) {
+        const CollModel::Prediction cold = spread->model.predict(double(c.bytes()));
+        p.seconds += gather_cold_fraction(c.in_place, spread->in_place, ranks) * (cold.seconds - p.seconds);
+        p.extrapolated = p.extrapolated || cold.extrapolated;
+      }
       CollCost out{p.seconds * (shared ? sharing / tiers_.swept_sharing : 1.0), handoff, p.extrapolated};
       if (woken) out.wake_s = woken->wake_s, out.wake_after_s = woken->wake_after_s;
       return out;

@@ -69,8 +69,14 @@ Tiers fit_tiers(const Sweep& sweep, int node_links) {
   // ways as the nodes had ranks per link: one link's own time is that share of theirs.
   t.swept_sharing = sweep.nodes() > 1 ? t.sharing(sweep.ranks_per_node()) : 1.0;
   std::vector<TierPoint> by_tier[2];
+  auto on_one_buffer_too = [&](const SweepSeries& s) {
+    for (const SweepSeries& t : sweep.series())
+      if (t.footprint == 0 && same_collective(s, t)) return true;
+    return false;
+  };
   for (const SweepSeries& s : sweep.series()) {
     if (s.in_place) continue;  // the links are fitted from the collectives out of place, as before
+    if (s.footprint > 0 && on_one_buffer_too(s)) continue;  // and from one buffer where both were timed
     const double unshared = s.group == "cross" ? 1.0 / t.swept_sharing : 1.0;
     for (const SweepPoint& p : s.points)
       by_tier[int(s.tier)].push_back({s.op, s.ranks, p.bytes, p.seconds * unshared});

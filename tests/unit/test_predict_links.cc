@@ -182,6 +182,74 @@ TEST(Pricer, AnInPlaceCollectiveIsReadOffTheSeriesSweptInPlace) {
   std::remove(path.c_str());
 }
 
+TEST(Pricer, AGatherPaysThePartOfTheSpreadSweepsExtraTimeItsColdBytesMake) {
+  // One node of 4: the all-gather timed on one buffer and spread, both placements; spread
+  // costs 3 times as much. The all-reduce spread only, 5 times as much.
+  const double a = 20e-6, b = 1e-9;
+  SweepSeries warm_out = series(Coll::all_gather, 4, Tier::intra, "world", a, b);
+  SweepSeries cold_out = series(Coll::all_gather, 4, Tier::intra, "world", 3 * a, 3 * b);
+  SweepSeries warm_in = warm_out, cold_in = cold_out;
+  warm_in.in_place = cold_in.in_place = true;
+  cold_out.footprint = cold_in.footprint = 16 << 20;
+  SweepSeries ar = series(Coll::all_reduce, 4, Tier::intra, "world", a, b);
+  SweepSeries ar_cold = series(Coll::all_reduce, 4, Tier::intra, "world", 5 * a, 5 * b);
+  ar_cold.footprint = 16 << 20;
+  Sweep sweep;
+  ASSERT_TRUE(Sweep::from_series({cold_out, warm_out, cold_in, warm_in, ar_cold, ar}, 4, 1, 0, &sweep));
+  const Tiers tiers = fit_tiers(sweep);
+  EXPECT_NEAR(tiers.intra.alpha_s, a, 1e-15);  // fitted from the calls on one buffer
+  EXPECT_NEAR(tiers.intra.seconds_per_byte, b, 1e-21);
+  Topology node;
+  ASSERT_TRUE(modelled_topology(4, 4, &node));
+  const Pricer pricer(sweep, tiers, node);
+  Status missing;
+  const double mib = 1 << 20, warm = 3 * a + 0.75 * mib * b, extra = 2 * warm;
+  // Out of place (z3's gather into a reused buffer): its 1/4 block cold, of the 1 + 1/4 the
+  // spread call found cold: a fifth of the extra.
+  CollRecord ag = rec(Coll::all_gather, 1 << 20, Group::world, 4);
+  EXPECT_NEAR(pricer.cost(ag, &missing).seconds, warm + extra / 5, 1e-12);
+  // In place (z1's and z2's gather into the weights): all of it cold, all of the extra.
+  ag.in_place = true;
+  EXPECT_NEAR(pricer.cost(ag, &missing).seconds, warm + extra, 1e-12);
+  // A reduction reads gradients just written: one buffer's time, though the sweep spread it.
+  EXPECT_NEAR(pricer.cost(rec(Coll::all_reduce, 1 << 20, Group::world, 4), &missing).seconds,
+              6 * a + 1.5 * mib * b, 1e-12);
+  EXPECT_TRUE(missing);
+  // Against a sweep of the other placement: out of place against in place, a quarter of it.
+  EXPECT_DOUBLE_EQ(gather_cold_fraction(false, true, 4), 0.25);
+  EXPECT_DOUBLE_EQ(gather_cold_fraction(true, false, 4), 0.8);
+  EXPECT_DOUBLE_EQ(gather_cold_fraction(false, false, 2), 1.0 / 3);
+  // Spread alone, as an older sweep timed it: read off the spread series.
+  Sweep spread_only;
+  ASSERT_TRUE(Sweep::from_series({cold_out}, 4, 1, 0, &spread_only));
+  const Tiers t1 = fit_tiers(spread_only);
+  ag.in_place = false;
+  EXPECT_NEAR(Pricer(spread_only, t1, node).cost(ag, &missing).seconds, 3 * warm, 1e-12);
+
+  // zb_collectives names a spread benchmark /footprint:B; read into its own series.
+  const std::string path = testing::TempDir() + "zb_footprint.json";
+  std::ofstream(path) << R"({"context": {"world_size": "4"}, "benchmarks": [
+      {"name": "all_gather/bytes:65536/dtype:bf16", "real_time": 40, "time_unit": "us"},
+      {"name": "all_gather/bytes:131072/dtype:bf16", "real_time": 60, "time_unit": "us"},
+      {"name": "all_gather/bytes:65536/dtype:bf16/footprint:16777216", "real_time": 90, "time_unit": "us"},
+      {"name": "all_gather/bytes:131072/dtype:bf16/footprint:16777216", "real_time": 160, "time_unit": "us"}]})";
+  Sweep read;
+  ASSERT_TRUE(Sweep::load(path, 0, &read));
+  ASSERT_EQ(read.series().size(), 2u);
+  const SweepSeries* one = read.find(Coll::all_gather, DType::bf16, 4, Tier::intra);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->footprint, 0u);
+  const SweepSeries* spread = read.spread_of(*one);
+  ASSERT_TRUE(spread);
+  EXPECT_EQ(spread->footprint, 16u << 20);
+  EXPECT_EQ(read.spread_of(*spread), nullptr);
+  EXPECT_DOUBLE_EQ(spread->model.predict(131072).seconds, 160e-6);
+  const Pricer from_file(read, fit_tiers(read), node);
+  EXPECT_NEAR(from_file.cost(rec(Coll::all_gather, 131072, Group::world, 4), &missing).seconds,
+              60e-6 + (160e-6 - 60e-6) / 5, 1e-15);
+  std::remove(path.c_str());
+}
+
 TEST(Pricer, ANodesRanksShareItsLinksAcrossNodesWhereItHasFewerThanRanks) {
   // Swept on 2 nodes of 1: each cross collective had the node's link to itself.
   const double a = 20e-6, b = 1e-9, mib = 1 << 20;
