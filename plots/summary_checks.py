@@ -318,6 +318,8 @@ def _labeler(picks):
             v = p.params.get(k)
             if k == "bytes" and gbjson.number(v) is not None:
                 parts.append(size_text(gbjson.number(v)))
+            elif k == "footprint" and gbjson.number(v) is not None:
+                parts.append("spread over " + size_text(gbjson.number(v)))
             elif k == "stage":
                 parts.append(v or "")
             elif v is not None:

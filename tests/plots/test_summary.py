@@ -124,6 +124,16 @@ def test_many_findings_stay_within_the_first_screen(folder):
     assert "512 MiB wrong = 1" in every and "extra_11.json" in every
 
 
+def test_a_spread_collective_is_named_by_its_footprint(folder):
+    """zb_collectives --footprint=0,4M times a gather twice; the check names them apart."""
+    rows = [row(f"all_gather/bytes:65536{spread}", 1.0, overhead_ratio=ratio, bare_repeat_ratio=1.0)
+            for spread, ratio in (("", 1.0), ("/footprint:4194304", 1.5))]
+    write(folder / "predict_sweep.json", doc(rows))
+    found = [line for line in checks(summarize(folder)) if "`overhead_ratio`" in line]
+    assert len(found) == 1, found
+    assert "predict_sweep.json: spread over 4 MiB 1.50" in found[0]
+
+
 def test_which_stages_fit_a_given_memory(folder):
     # 1e9 parameters: dp needs 16.004 GB, z1 7.004, z2 5.504, z3 4.004; 8 GiB is 8.59 GB.
     text = summarize(folder, "--fit-params=1G", "--fit-memory=8G")
