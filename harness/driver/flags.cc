@@ -91,27 +91,6 @@ void Flags::add_bytes(const std::string& name, uint64_t* out, const std::string&
        }});
 }
 
-void Flags::add_bytes_list(const std::string& name, std::vector<uint64_t>* out, const std::string& help) {
-  std::vector<std::string> current;
-  for (uint64_t v : *out) current.push_back(std::to_string(v));
-  add({name, help, "BYTES,BYTES,...", join(current, ","), false, [=](const std::string& v) {
-         std::vector<uint64_t> picked;
-         std::vector<std::string> items = split(v, ',');
-         if (!v.empty() && v.back() == ',') items.push_back("");  // split drops a last empty item
-         for (const std::string& item : items) {
-           uint64_t x = 0;
-           Status s = parse_bytes(item, &x);
-           if (!s) return Status::error("--" + name + ": " + s.message() + "; give BYTES or a list BYTES,BYTES,...");
-           for (uint64_t seen : picked)
-             if (seen == x) return Status::error("--" + name + ": " + item + " given twice");
-           picked.push_back(x);
-         }
-         if (picked.empty()) return Status::error("--" + name + " needs a value: BYTES or a list BYTES,BYTES,...");
-         *out = picked;
-         return Status::ok();
-       }});
-}
-
 void Flags::add_count(const std::string& name, uint64_t* out, const std::string& help, uint64_t min,
                       uint64_t max) {
   add({name, help, "COUNT", std::to_string(*out), false, [=](const std::string& v) {
@@ -126,28 +105,50 @@ void Flags::add_count(const std::string& name, uint64_t* out, const std::string&
        }});
 }
 
+namespace {
+
+// A comma list of `name`'s items, each read by `one` (which says what is wrong with an item),
+// without repeats; `form` names the list's shape in the messages ("N or a list N,N,...").
+template <typename T>
+Status parse_list(const std::string& name, const std::string& v, const std::string& form,
+                  const std::function<Status(const std::string&, T*)>& one, std::vector<T>* out) {
+  std::vector<T> picked;
+  std::vector<std::string> items = split(v, ',');
+  if (!v.empty() && v.back() == ',') items.push_back("");  // split drops a last empty item
+  for (const std::string& item : items) {
+    T x{};
+    Status s = one(item, &x);
+    if (!s) return Status::error("--" + name + ": " + s.message() + "; give " + form);
+    for (const T& seen : picked)
+      if (seen == x) return Status::error("--" + name + ": " + item + " given twice");
+    picked.push_back(x);
+  }
+  if (picked.empty()) return Status::error("--" + name + " needs a value: " + form);
+  *out = picked;
+  return Status::ok();
+}
+
+}  // namespace
+
 void Flags::add_ints(const std::string& name, std::vector<int64_t>* out, const std::string& help,
                      int64_t min, int64_t max) {
   std::vector<std::string> current;
   for (int64_t v : *out) current.push_back(std::to_string(v));
   const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
   add({name, help, "N,N,...", join(current, ","), false, [=](const std::string& v) {
-         std::vector<int64_t> picked;
-         std::vector<std::string> items = split(v, ',');
-         if (!v.empty() && v.back() == ',') items.push_back("");  // split drops a last empty item
-         for (const std::string& item : items) {
-           int64_t x = 0;
-           if (!parse_int(item, &x) || x < min || x > max)
-             return Status::error("--" + name + ": '" + item + "' is not a whole number in " +
-                                  range + "; give N or a list N,N,...");
-           for (int64_t seen : picked)
-             if (seen == x) return Status::error("--" + name + ": " + item + " given twice");
-           picked.push_back(x);
-         }
-         if (picked.empty())
-           return Status::error("--" + name + " needs a value: N or a list N,N,...");
-         *out = picked;
-         return Status::ok();
+         return parse_list<int64_t>(name, v, "N or a list N,N,...", [&](const std::string& item, int64_t* x) {
+           if (!parse_int(item, x) || *x < min || *x > max)
+             return Status::error("'" + item + "' is not a whole number in " + range);
+           return Status::ok();
+         }, out);
+       }});
+}
+
+void Flags::add_bytes_list(const std::string& name, std::vector<uint64_t>* out, const std::string& help) {
+  std::vector<std::string> current;
+  for (uint64_t v : *out) current.push_back(std::to_string(v));
+  add({name, help, "BYTES,BYTES,...", join(current, ","), false, [=](const std::string& v) {
+         return parse_list<uint64_t>(name, v, "BYTES or a list BYTES,BYTES,...", parse_bytes, out);
        }});
 }
 

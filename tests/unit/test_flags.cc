@@ -18,6 +18,17 @@ struct Parsed {
   std::vector<std::string> ops{"a"};
 };
 
+// `args` parsed by `f` as a program's command line; `help` (optional) says whether --help was.
+zb::Status parse_with(zb::Flags& f, std::vector<std::string> args, bool* help = nullptr) {
+  std::vector<char*> argv{const_cast<char*>("prog")};
+  for (auto& a : args) argv.push_back(a.data());
+  std::vector<std::string> pass;
+  bool h = false;
+  zb::Status s = f.parse(int(argv.size()), argv.data(), &pass, &h);
+  if (help) *help = h;
+  return s;
+}
+
 zb::Status parse(std::vector<std::string> args, Parsed* p, bool* help = nullptr) {
   zb::Flags f("prog");
   f.add_bool("check", &p->check, "");
@@ -26,13 +37,7 @@ zb::Status parse(std::vector<std::string> args, Parsed* p, bool* help = nullptr)
   f.add_bytes("min-bytes", &p->bytes, "", 1);
   f.add_choice("dtype", &p->dtype, "", {"bf16", "fp32"});
   f.add_list("ops", &p->ops, "", {"a", "b", "c"});
-  std::vector<char*> argv{const_cast<char*>("prog")};
-  for (auto& a : args) argv.push_back(a.data());
-  std::vector<std::string> pass;
-  bool h = false;
-  zb::Status s = f.parse(int(argv.size()), argv.data(), &pass, &h);
-  if (help) *help = h;
-  return s;
+  return parse_with(f, args, help);
 }
 
 }  // namespace
@@ -85,13 +90,7 @@ TEST(Flags, CountsAndListsOfWholeNumbers) {
   std::vector<int64_t> slots{1, 2, 3};
   f.add_count("params", &params, "", 1, 1000000000);
   f.add_ints("slots", &slots, "", 1, 64);
-  auto run = [&](std::vector<std::string> args) {
-    std::vector<char*> argv{const_cast<char*>("prog")};
-    for (auto& a : args) argv.push_back(a.data());
-    std::vector<std::string> pass;
-    bool help = false;
-    return f.parse(int(argv.size()), argv.data(), &pass, &help);
-  };
+  auto run = [&](std::vector<std::string> args) { return parse_with(f, args); };
   ASSERT_TRUE(run({"--params=2.5M", "--slots=4"}));
   EXPECT_EQ(params, 2500000u);
   EXPECT_EQ(slots, (std::vector<int64_t>{4}));
@@ -111,13 +110,7 @@ TEST(Flags, ListsOfByteSizes) {
   zb::Flags f("prog");
   std::vector<uint64_t> footprint{0};
   f.add_bytes_list("footprint", &footprint, "");
-  auto run = [&](std::vector<std::string> args) {
-    std::vector<char*> argv{const_cast<char*>("prog")};
-    for (auto& a : args) argv.push_back(a.data());
-    std::vector<std::string> pass;
-    bool help = false;
-    return f.parse(int(argv.size()), argv.data(), &pass, &help);
-  };
+  auto run = [&](std::vector<std::string> args) { return parse_with(f, args); };
   ASSERT_TRUE(run({"--footprint=16M"}));
   EXPECT_EQ(footprint, (std::vector<uint64_t>{16u << 20}));
   ASSERT_TRUE(run({"--footprint=0,4K,1.5M"}));

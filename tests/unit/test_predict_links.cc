@@ -82,6 +82,15 @@ SweepSeries series(Coll op, int ranks, Tier tier, const std::string& group, doub
   return s;
 }
 
+// `json`, zb_collectives results as a file named `name` would hold them, read as a sweep.
+Status load_sweep_text(const std::string& name, const std::string& json, Sweep* out) {
+  const std::string path = testing::TempDir() + name;
+  std::ofstream(path) << json;
+  Status s = Sweep::load(path, 0, out);
+  std::remove(path.c_str());
+  return s;
+}
+
 CollRecord rec(Coll op, uint64_t bytes, Group g, int ranks) {
   CollRecord c{op, bytes / 2, DType::bf16};
   c.group = g, c.ranks = ranks;
@@ -163,14 +172,12 @@ TEST(Pricer, AnInPlaceCollectiveIsReadOffTheSeriesSweptInPlace) {
   EXPECT_TRUE(missing);
 
   // zb_collectives names an in-place benchmark /placement:in; read into its own series.
-  const std::string path = testing::TempDir() + "zb_placement.json";
-  std::ofstream(path) << R"({"context": {"world_size": "2"}, "benchmarks": [
+  Sweep read;
+  ASSERT_TRUE(load_sweep_text("zb_placement.json", R"({"context": {"world_size": "2"}, "benchmarks": [
       {"name": "all_reduce/bytes:65536/dtype:bf16", "real_time": 40, "time_unit": "us"},
       {"name": "all_reduce/bytes:131072/dtype:bf16", "real_time": 60, "time_unit": "us"},
       {"name": "all_reduce/bytes:65536/dtype:bf16/placement:in", "real_time": 30, "time_unit": "us"},
-      {"name": "all_reduce/bytes:131072/dtype:bf16/placement:in", "real_time": 45, "time_unit": "us"}]})";
-  Sweep read;
-  ASSERT_TRUE(Sweep::load(path, 0, &read));
+      {"name": "all_reduce/bytes:131072/dtype:bf16/placement:in", "real_time": 45, "time_unit": "us"}]})", &read));
   ASSERT_EQ(read.series().size(), 2u);
   const SweepSeries* s_in = read.find(Coll::all_reduce, DType::bf16, 2, Tier::intra, "world", true);
   const SweepSeries* s_out = read.find(Coll::all_reduce, DType::bf16, 2, Tier::intra, "world", false);
@@ -179,7 +186,6 @@ TEST(Pricer, AnInPlaceCollectiveIsReadOffTheSeriesSweptInPlace) {
   EXPECT_FALSE(s_out->in_place);
   EXPECT_DOUBLE_EQ(s_in->model.predict(65536).seconds, 30e-6);
   EXPECT_DOUBLE_EQ(s_out->model.predict(131072).seconds, 60e-6);
-  std::remove(path.c_str());
 }
 
 TEST(Pricer, AGatherPaysThePartOfTheSpreadSweepsExtraTimeItsColdBytesMake) {
@@ -227,14 +233,13 @@ TEST(Pricer, AGatherPaysThePartOfTheSpreadSweepsExtraTimeItsColdBytesMake) {
   EXPECT_NEAR(Pricer(spread_only, t1, node).cost(ag, &missing).seconds, 3 * warm, 1e-12);
 
   // zb_collectives names a spread benchmark /footprint:B; read into its own series.
-  const std::string path = testing::TempDir() + "zb_footprint.json";
-  std::ofstream(path) << R"({"context": {"world_size": "4"}, "benchmarks": [
+  Sweep read;
+  ASSERT_TRUE(load_sweep_text("zb_footprint.json", R"({"context": {"world_size": "4"}, "benchmarks": [
       {"name": "all_gather/bytes:65536/dtype:bf16", "real_time": 40, "time_unit": "us"},
       {"name": "all_gather/bytes:131072/dtype:bf16", "real_time": 60, "time_unit": "us"},
       {"name": "all_gather/bytes:65536/dtype:bf16/footprint:16777216", "real_time": 90, "time_unit": "us"},
-      {"name": "all_gather/bytes:131072/dtype:bf16/footprint:16777216", "real_time": 160, "time_unit": "us"}]})";
-  Sweep read;
-  ASSERT_TRUE(Sweep::load(path, 0, &read));
+      {"name": "all_gather/bytes:131072/dtype:bf16/footprint:16777216", "real_time": 160, "time_unit": "us"}]})",
+                              &read));
   ASSERT_EQ(read.series().size(), 2u);
   const SweepSeries* one = read.find(Coll::all_gather, DType::bf16, 4, Tier::intra);
   ASSERT_TRUE(one);
@@ -247,7 +252,6 @@ TEST(Pricer, AGatherPaysThePartOfTheSpreadSweepsExtraTimeItsColdBytesMake) {
   const Pricer from_file(read, fit_tiers(read), node);
   EXPECT_NEAR(from_file.cost(rec(Coll::all_gather, 131072, Group::world, 4), &missing).seconds,
               60e-6 + (160e-6 - 60e-6) / 5, 1e-15);
-  std::remove(path.c_str());
 }
 
 TEST(Pricer, ANodesRanksShareItsLinksAcrossNodesWhereItHasFewerThanRanks) {
