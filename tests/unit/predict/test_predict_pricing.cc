@@ -9,7 +9,7 @@
 #include "harness/predict/pricing.h"
 #include "harness/predict/sweep.h"
 #include "harness/predict/tiers.h"
-#include "tests/unit/predict_fixtures.h"
+#include "tests/unit/predict/predict_fixtures.h"
 
 namespace zb {
 namespace {
