@@ -307,6 +307,10 @@ int main(int argc, char** argv) {
                   "them busy the stream runs at %.2f of its swept speed, at %.2f where half the ranks compute "
                   "(the others behind or ahead)\n",
                   sweep.host_cores(), per_node, host.stream_rate, host.skewed_rate);
+    if (sweep.host_cores() > 0 && per_node > sweep.host_cores())
+      std::printf("# the ranks outnumber the cores: a rank whose collective ends while other ranks' compute "
+                  "holds every core waits for one, a scheduler's delay the replay does not price, so the "
+                  "exposed time comes out short\n");
     if (topo.nodes > 1 && !tiers.inter.ok())
       std::printf("# links between nodes: the sweep ran on one node, so they take its link's latency\n");
     for (const auto& [stage, o, m] : rows)

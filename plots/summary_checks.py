@@ -203,18 +203,29 @@ def _spread_sweep(command_line):
 
 
 def _measured_row(results, name):
-    """The zero.json (or pipeline.json) benchmark a prediction was held against; None if absent."""
+    """The zero.json (or pipeline.json) benchmark a prediction was held against, with its file's
+    context; (None, {}) if absent."""
     for fname in ("zero.json", "pipeline.json"):
         path = os.path.join(results, fname)
         if os.path.isfile(path):
             try:
-                picks = gbjson.representative(gbjson.load_gb(path)[1])
+                ctx, runs = gbjson.load_gb(path)
             except gbjson.InputError:
                 continue
             # Named alike but for how many iterations each timed (Google Benchmark's suffix).
-            bare = {k.split("/iterations:")[0]: v for k, v in picks.items()}
+            bare = {k.split("/iterations:")[0]: v for k, v in gbjson.representative(runs).items()}
             if name.split("/iterations:")[0] in bare:
-                return bare[name.split("/iterations:")[0]]
+                return bare[name.split("/iterations:")[0]], ctx or {}
+    return None, {}
+
+
+def _cores_outnumbered(m, m_ctx):
+    """(ranks a node, cores a node) where the measured step's CPU ranks outnumbered their node's
+    cores, else None."""
+    cores = m_ctx.get("num_cpus")
+    per_node, cores = m.value("ranks_per_node"), float(cores) if isinstance(cores, (int, float)) else math.nan
+    if m_ctx.get("backend") in ("mpi", "gloo") and _finite(per_node, cores) and per_node > cores > 0:
+        return per_node, cores
     return None
 
 
@@ -233,7 +244,7 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
     if p.value("modelled") == 1:
         return ("some collectives were priced from a tier's fitted link, not read off the sweep (`modelled`: "
                 "more ranks or another node shape than swept)")
-    m = _measured_row(results, p.name) if exposed else None
+    m, m_ctx = _measured_row(results, p.name) if exposed else (None, {})
     skew = m.value("skew_wait_s") if m is not None else math.nan
     # The model predicts the skew that the kernels' rank_spread makes; older results have none.
     predicted_skew = p.value("skew_wait_s_predicted")
@@ -248,6 +259,13 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
     # The model's wire is the transfer; a rank that finished its collectives after another had
     # (its communication thread without a core) waited for something the model does not have.
     late_finish = m.value("late_finish_wait_s") if m is not None else math.nan
+    shared = _cores_outnumbered(m, m_ctx) if m is not None else None
+    if exposed and shared and _finite(off_s) and off_s < 0:
+        after = (f"; {late_finish * 1e3:.2f} ms of its exposed time came after another rank had finished the "
+                 "same collectives (`late_finish_wait_s`)" if _finite(late_finish) and late_finish > 0 else "")
+        return (f"{shared[0]:.0f} CPU ranks shared {shared[1]:.0f} cores: a rank whose collective ends while "
+                "other ranks' compute holds every core waits for one, a scheduler's delay the model does not "
+                f"price and one that differs from run to run{after} (docs/predict.md)")
     if exposed and _finite(late_finish, off_s) and off_s < 0 and late_finish >= abs(off_s) / 2:
         return (f"{late_finish * 1e3:.2f} ms of the measured exposed time came after another rank had "
                 "already finished the same collectives (`late_finish_wait_s`): this rank's own progress "

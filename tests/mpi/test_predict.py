@@ -136,6 +136,20 @@ def test_long_compute_hides_what_the_schedule_lets_it_hide():
             assert math.isclose(b["exposed_comm_s_predicted"], ALPHA + BETA * dp[-1][1], rel_tol=1e-9), name
 
 
+def test_the_console_says_where_cpu_ranks_outnumber_the_cores():
+    # A CPU sweep of 4 ranks on a node of 2 cores: the exposed time's scheduler delay is named
+    # as unpriced; with 4 cores, or on devices (no backend said), it is not.
+    with tempfile.TemporaryDirectory() as tmp:
+        said = {}
+        for label, extra in (("2 cores", {"backend": "mpi", "num_cpus": 2}),
+                             ("4 cores", {"backend": "mpi", "num_cpus": 4}), ("devices", {})):
+            doc = sweep_doc(4)
+            doc["context"].update(extra)
+            _, proc = predict(write(tmp, "sweep.json", doc), [*MODEL, "--compute=sleep:1000", "--stages=dp"])
+            said[label] = "the ranks outnumber the cores" in proc.stdout
+    assert said == {"2 cores": True, "4 cores": False, "devices": False}
+
+
 def test_each_size_is_priced_at_its_fastest_repetition():
     # Three repetitions of every size, one of them ten times slower (a stall): the prediction
     # is the exact sum of the fast ones, as zb_zero takes comm_s at its fastest round.

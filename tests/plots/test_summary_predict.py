@@ -88,6 +88,29 @@ def test_a_late_finish_is_the_reason_given(folder):
     assert len(found) == 1 and "late_finish_wait_s" not in found[0] and "no cause known" in found[0], found
 
 
+def test_ranks_that_outnumber_the_cores_are_the_reason_given(folder):
+    # 4 MPI ranks on a node of 2 cores, z1's exposed time 2.6 ms short: the scheduler's delay,
+    # named with the part that came after another rank had finished, even where that part is
+    # less than half the shortfall.
+    document = zero(z1={"late_finish_wait_s": 0.001})
+    write(folder / "zero.json", dict(document, context=dict(document["context"], backend="mpi", num_cpus=2)))
+    write(folder / "predict.json", predicted(z1=(0.004, 0.004, 0.0074, 0.010)))
+    found = findings(folder)
+    assert len(found) == 1, found
+    assert "4 CPU ranks shared 2 cores" in found[0] and "scheduler's delay" in found[0], found
+    assert "1.00 ms of its exposed time came after another rank had finished" in found[0], found
+    # 4 cores for the 4 ranks, or the ranks on GPUs (nccl): not the reason.
+    for backend, cpus in (("mpi", 4), ("nccl", 2)):
+        write(folder / "zero.json", dict(document, context=dict(document["context"], backend=backend, num_cpus=cpus)))
+        found = findings(folder)
+        assert len(found) == 1 and "CPU ranks shared" not in found[0] and "no cause known" in found[0], found
+    # A prediction too long is not the scheduler's delay.
+    write(folder / "zero.json", dict(document, context=dict(document["context"], backend="mpi", num_cpus=2)))
+    write(folder / "predict.json", predicted(z1=(0.004, 0.004, 0.0140, 0.010)))
+    found = findings(folder)
+    assert len(found) == 1 and "CPU ranks shared" not in found[0], found
+
+
 def set_counter(document, stage, **counters):
     for b in document["benchmarks"]:
         if b["name"] == ZERO_NAME.format(stage):
