@@ -108,7 +108,8 @@ def one_node(a, tmp):
     """Median over --reps of the errors per stage, at each rank count: the predictor with
     --compute alone, with the step's own kernels priced (--kernels) but the ranks alike, and
     with the kernels and the skew between ranks (each kernel's rank_spread)."""
-    print("| ranks | stage | comm_error | exposed measured (ms) | exposed_error: compute alone | kernels "
+    print("| ranks | stage | comm_error [lowest, highest] | exposed measured (ms) [lowest, highest] "
+          "| exposed_error: compute alone | kernels "
           "| kernels and skew | exposed_error_s (ms) | skew measured / predicted (ms) | step_error | within |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for ranks in a.ranks:
@@ -137,10 +138,13 @@ def one_node(a, tmp):
             if not errs[stage]:
                 continue
             med = [statistics.median(e[i] for e in errs[stage]) for i in range(9)]
+            lo = [min(e[i] for e in errs[stage]) for i in range(2)]
+            hi = [max(e[i] for e in errs[stage]) for i in range(2)]
             comm_ok, exposed_ok = within(med[0], med[4], med[5], med[1])
             verdict = "yes" if comm_ok and exposed_ok else (
                 ("comm" if not comm_ok else "") + (" exposed" if not exposed_ok else "")).strip()
-            print(f"| {ranks} | {stage} | {med[0]:+.1%} | {med[1] * 1e3:.3f} | {med[2]:+.1%} | {med[3]:+.1%} "
+            print(f"| {ranks} | {stage} | {med[0]:+.1%} [{lo[0]:+.1%}, {hi[0]:+.1%}] "
+                  f"| {med[1] * 1e3:.3f} [{lo[1] * 1e3:.3f}, {hi[1] * 1e3:.3f}] | {med[2]:+.1%} | {med[3]:+.1%} "
                   f"| {med[4]:+.1%} | {med[5] * 1e3:+.3f} | {med[6] * 1e3:.3f} / {med[7] * 1e3:.3f} "
                   f"| {med[8]:+.1%} | {verdict} |")
 
