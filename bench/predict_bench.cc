@@ -38,8 +38,8 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, PredictOutcome
   const std::vector<CollRecord>& traffic = step.traffic;
   Status missing;
   std::vector<TraceSpan> spans;
-  std::vector<OpTiming> timeline;
-  out->p = replay(step, *setup.sweep, *setup.tiers, setup.link_gbps, &missing, &spans, &timeline);
+  std::vector<OpTiming> timeline, comm_timeline;
+  out->p = replay(step, *setup.sweep, *setup.tiers, setup.link_gbps, &missing, &spans, &timeline, &comm_timeline);
   ZB_RETURN_IF_ERROR(missing);
   const StepPrediction& p = out->p;
   // The rate the links between nodes need, where there are nodes and a link to model them.
@@ -109,8 +109,11 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, PredictOutcome
   if (!setup.explain_trace.empty()) {
     MeasuredStep m;
     ZB_RETURN_IF_ERROR(read_measured_step(setup.explain_trace, -1, &m));
-    const Explanation x = explain(timeline, m, setup.sweep->handoff_s(Coll::all_reduce), &p);
-    out->explanation = x.table + "# " + x.causes + "\n";
+    // A trace of the round with communication alone lines up against its own replay.
+    const Explanation x = m.comm_only ? explain(comm_timeline, m, setup.sweep->handoff_s(Coll::all_reduce))
+                                      : explain(timeline, m, setup.sweep->handoff_s(Coll::all_reduce), &p);
+    out->explanation = (m.comm_only ? "# the round with communication alone (comm_s's), as the trace drew it\n" : "") +
+                       x.table + "# " + x.causes + "\n";
     run.counter("explain_compute_s", x.compute_s);
     run.counter("explain_collective_s", x.collective_s);
     run.counter("explain_late_start_s", x.late_start_s);

@@ -21,6 +21,7 @@ struct Options {
   int64_t prefetch = 1;
   std::string compute = "none", sweep, trace;
   bool overlap = true, check = true;
+  bool trace_comm = false;  // --trace-round=comm
 };
 
 // Every node holds the same number of consecutive ranks: rank w is at place w % S of node w / S.
@@ -70,6 +71,9 @@ int main(int argc, char** argv) {
   f.add_string("compute-sweep", &opt.sweep, "US,US,...: per-layer compute values (kind from --compute, "
                "sleep by default) for exposed communication against compute/communication");
   f.add_string("trace", &opt.trace, "write a Chrome trace of one step of every rank here");
+  f.add_choice("trace-round", &opt.trace_comm, "which step --trace draws: step (compute and communication) or "
+               "comm (communication alone, the round comm_s times)",
+               zb::Choices<bool>{{"step", false}, {"comm", true}});
   int code = driver.parse(argc, argv);
   if (code >= 0) return code;
 
@@ -87,6 +91,7 @@ int main(int argc, char** argv) {
   if (s && !sweep_us.empty() && compute_spec.kind == zb::ComputeSpec::Kind::gemm)
     s = zb::Status::error("--compute-sweep varies sleep or spin compute; --compute=gemm cannot be swept");
   if (s && !opt.trace.empty()) s = zb::check_output_path("--trace", opt.trace);
+  if (s && opt.trace_comm && opt.trace.empty()) s = zb::Status::error("--trace-round=comm: give --trace=PATH");
   if (!s) return driver.bad_flag(s);
   code = driver.start();
   if (code >= 0) return code;
@@ -118,6 +123,7 @@ int main(int argc, char** argv) {
   base.compute = compute_spec;
   base.check = opt.check;
   base.measure_wire = measurable;
+  base.trace_comm_only = opt.trace_comm;
   base.config = ms.step;
   base.config.overlap = opt.overlap;
   base.config.prefetch = int(opt.prefetch);

@@ -15,7 +15,13 @@
 namespace zb {
 
 static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, const std::string& path,
-                          double clock_offset_s) {
+                          double clock_offset_s, bool comm_only) {
+  if (comm_only) {
+    // After a step of its own kind, as comm_s's rounds are timed.
+    ZB_RETURN_IF_ERROR(z.finish());
+    z.set_mode(StepMode::comm_only);
+    ZB_RETURN_IF_ERROR(z.step());
+  }
   size_t first = d.comm().traffic().size();
   ZB_RETURN_IF_ERROR(d.comm().barrier());
   z.trace().clear();
@@ -24,6 +30,7 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
   double origin = now_seconds();
   ZB_RETURN_IF_ERROR(z.step());
   ZB_RETURN_IF_ERROR(z.finish());
+  z.set_mode(StepMode::full);
   z.add_comm_spans(first, origin);
   z.trace().enable(false);
   d.comm().set_record_times(false);
@@ -38,8 +45,8 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
   // trace holds every one of them.
   int counts[4] = {0, 0, 0, 0};
   for (size_t i = first; i < recs.size(); ++i) ++counts[int(recs[i].op)];
-  std::string meta = "\"stage\": \"" + stage + "\", \"ranks\": " + std::to_string(d.size()) +
-                     ", \"collectives\": {";
+  std::string meta = "\"stage\": \"" + stage + "\", \"round\": \"" + (comm_only ? "comm" : "step") +
+                     "\", \"ranks\": " + std::to_string(d.size()) + ", \"collectives\": {";
   // All-to-all only where the step issued one (qgZ): an unquantized step's trace reads as
   // zb_predict's replay of it, which knows the three others.
   for (Coll c : {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather, Coll::all_to_all})
@@ -104,9 +111,12 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
   out->wire_wait_s = causes.wire_s;
   out->late_rank = causes.late_rank;
   out->late_finish_wait_s = causes.late_finish_s;
-  if (!setup.trace_path.empty())
-    ZB_RETURN_IF_ERROR(traced_step(d, *z, config_label(setup.config.stage, setup.config.quant), setup.trace_path,
-                                   clock_offset_s));
+  auto trace = [&]() {
+    return traced_step(d, *z, config_label(setup.config.stage, setup.config.quant), setup.trace_path,
+                       clock_offset_s, setup.trace_comm_only);
+  };
+  // A step with communication alone leaves the state behind the reference: drawn last.
+  if (!setup.trace_path.empty() && !setup.trace_comm_only) ZB_RETURN_IF_ERROR(trace());
   ZB_RETURN_IF_ERROR(z->finish());
 
   const double steps = double(z->steps_done());
@@ -168,6 +178,7 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
     out->exposed_diff_s = t3[0].min_s - out->compute_s;
     out->overlap = overlap_efficiency(out->exposed_s, out->comm_s, out->compute_s);
   }
+  if (!setup.trace_path.empty() && setup.trace_comm_only) ZB_RETURN_IF_ERROR(trace());
 
   const Stage stage = setup.config.stage;
   const int gbytes = int(dtype_size(setup.config.grad_dtype));

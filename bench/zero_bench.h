@@ -17,6 +17,7 @@ struct ZeroBenchSetup {
   bool check = true;        // compare with the single-process reference
   bool split = true;        // also time compute alone and communication alone
   std::string trace_path;   // one traced step written here when set
+  bool trace_comm_only = false;  // that step with communication alone (the round comm_s times)
   bool measure_wire = false;
 };
 

@@ -280,7 +280,10 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
         return warm + ("; and " + noise_why if noisy else "")
     if noisy:
         return noise_why
-    return NO_CAUSE + " (`zb_predict --measured=... --explain` lines the step up against its trace)"
+    if exposed:
+        return NO_CAUSE + " (`zb_predict --measured=... --explain` lines the step up against its trace)"
+    return NO_CAUSE + (" (`zb_zero --trace-round=comm` traces the round with communication alone; "
+                       "`zb_predict --measured=... --explain` lines it up against the replay)")
 
 
 def check_prediction(ctx, p, results, table=None):

@@ -28,6 +28,8 @@ Status read_measured_step(const std::string& path, int rank, MeasuredStep* out) 
     rank = std::max_element(exposed.begin(), exposed.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
   MeasuredStep m;
   m.rank = rank;
+  if (doc.contains("zerobench") && doc["zerobench"].is_object())
+    m.comm_only = doc["zerobench"].value("round", "step") == "comm";
   m.exposed_s = exposed[rank];
   std::vector<MeasuredStep::Wait> parts;
   for (const auto& e : doc["traceEvents"]) {

@@ -14,6 +14,7 @@ namespace zb {
 // One rank's step from a zb_zero (or zb_pipeline) Chrome trace, seconds from its origin.
 struct MeasuredStep {
   int rank = 0;
+  bool comm_only = false;  // the round with communication alone (zb_zero --trace-round=comm)
   double exposed_s = 0;  // the rank's own total (its process args' exposed_us)
   struct Compute {
     std::string name;  // "forward L3", "backward L3", "optimizer U0"

@@ -69,7 +69,8 @@ HostShare host_share(int host_cores, int ranks_per_node) {
 }
 
 StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers& tiers, double inter_gbps,
-                      Status* missing, std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline) {
+                      Status* missing, std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline,
+                      std::vector<OpTiming>* comm_timeline) {
   const Pricer pricer(sweep, tiers, step.topo, inter_gbps);
   auto compute_seconds = [&](const ScheduleOp& op) {
     const ComputeCost c = compute_cost(step, op, missing);
@@ -85,7 +86,7 @@ StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers&
   RankSkew skew;
   skew.lag_seconds = [&](const ScheduleOp& op) { return compute_cost(step, op, missing).lag_s; };
   return predict_step(step.log.ops(), compute_seconds, [&](const CollRecord& c) { return pricer.cost(c, missing); },
-                      spans, timeline, host.stream_rate < 1 ? &host : nullptr, &skew);
+                      spans, timeline, host.stream_rate < 1 ? &host : nullptr, &skew, comm_timeline);
 }
 
 double quantize_seconds(const RecordedStep& step, Status* missing) {

@@ -59,10 +59,11 @@ Status record_pipeline_step(const ModelSpec& model, const PipelineConfig& config
                             const Topology& topo, RecordedStep* out);
 
 // The step replayed, with the links between nodes at `inter_gbps` (NaN: as swept). Sets
-// `missing` (once) when the sweep can price some collective neither way.
+// `missing` (once) when the sweep can price some collective neither way. `comm_timeline`
+// (optional) gets the ops of the replay with communication alone (comm_s's).
 StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers& tiers, double inter_gbps,
                       Status* missing, std::vector<TraceSpan>* spans = nullptr,
-                      std::vector<OpTiming>* timeline = nullptr);
+                      std::vector<OpTiming>* timeline = nullptr, std::vector<OpTiming>* comm_timeline = nullptr);
 
 // The seconds the last step's quantization kernels take at their rates (0 unquantized).
 double quantize_seconds(const RecordedStep& step, Status* missing);

@@ -194,9 +194,9 @@ StepPrediction predict_step(const std::vector<ScheduleOp>& ops,
                             const std::function<double(const ScheduleOp&)>& compute_seconds,
                             const std::function<CollCost(const CollRecord&)>& coll_cost,
                             std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline, const HostShare* host,
-                            const RankSkew* skew) {
+                            const RankSkew* skew, std::vector<OpTiming>* comm_timeline) {
   StepPrediction p = simulate(ops, compute_seconds, coll_cost, spans, timeline, host, skew);
-  p.comm_s = simulate(ops, [](const ScheduleOp&) { return 0.0; }, coll_cost).step_s;
+  p.comm_s = simulate(ops, [](const ScheduleOp&) { return 0.0; }, coll_cost, nullptr, comm_timeline).step_s;
   return p;
 }
 

@@ -90,10 +90,12 @@ StepPrediction simulate(const std::vector<ScheduleOp>& ops,
 
 // simulate(), with comm_s from a second replay of the same ops with every compute op at 0 s:
 // the step of communication alone, its waits and hand-offs included, as zb_zero times comm_s.
+// `comm_timeline` (optional) gets that replay's ops.
 StepPrediction predict_step(const std::vector<ScheduleOp>& ops,
                             const std::function<double(const ScheduleOp&)>& compute_seconds,
                             const std::function<CollCost(const CollRecord&)>& coll_cost,
                             std::vector<TraceSpan>* spans = nullptr, std::vector<OpTiming>* timeline = nullptr,
-                            const HostShare* host = nullptr, const RankSkew* skew = nullptr);
+                            const HostShare* host = nullptr, const RankSkew* skew = nullptr,
+                            std::vector<OpTiming>* comm_timeline = nullptr);
 
 }  // namespace zb

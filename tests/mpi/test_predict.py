@@ -90,6 +90,39 @@ def test_the_recorder_sees_exactly_the_collectives_of_a_real_step(np):
             b["exposed_comm_s_predicted"] - real_rows[name]["exposed_comm_s"], rel=1e-9, abs=1e-12)
 
 
+def explained_issues(stdout, stage):
+    """The predicted issue times (ms) of --explain's collective rows for `stage`, and its header."""
+    block = stdout.split(f"# --explain {stage}\n")[1].split("# wait for collective")[0]
+    rows = [line.split("|")[0].split() for line in block.splitlines() if "|" in line and not line.startswith("#")]
+    return [float(r[-3]) for r in rows], block.splitlines()[0]
+
+
+def test_a_trace_of_the_communication_round_is_explained_against_its_own_replay():
+    # zb_zero --trace-round=comm draws the round comm_s times, every collective of the step, and
+    # says so in the trace; --explain then lines it up against the replay with no compute, whose
+    # collectives are all issued within the first few ms, where the whole step's wait out each
+    # layer's 0.1 s of compute first. The predicted side is the replay's, so exact.
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = write(tmp, "sweep.json", sweep_doc(2))
+        said = {}
+        for round_ in ("comm", "step"):
+            proc = mpirun(2, "zb_zero", [*MODEL, "--stages=dp", "--compute=sleep:100", "--iters=1", "--warmup=0",
+                                         "--no-check", f"--trace={tmp}/{round_}.json", f"--trace-round={round_}",
+                                         f"--json={tmp}/{round_}_bench.json"])
+            assert proc.returncode == 0, proc.stderr
+            with open(f"{tmp}/{round_}.json") as f:
+                meta = json.load(f)["zerobench"]
+            assert meta["round"] == round_ and meta["collectives"]["all_reduce"] > 0, meta
+            _, out = predict(sweep, [*MODEL, "--stages=dp", "--compute=sleep:100000", "--explain",
+                                     f"--measured={tmp}/{round_}_bench.json"])
+            said[round_] = explained_issues(out.stdout, "dp")
+    comm_issues, comm_header = said["comm"]
+    step_issues, step_header = said["step"]
+    assert len(comm_issues) == len(step_issues) == meta["collectives"]["all_reduce"]
+    assert "communication alone" in comm_header and "communication alone" not in step_header
+    assert max(comm_issues) < 10 and min(step_issues) > 100, (comm_issues, step_issues)
+
+
 def test_an_exact_alpha_beta_sweep_gives_exactly_its_sum():
     with tempfile.TemporaryDirectory() as tmp:
         sweep = write(tmp, "sweep.json", sweep_doc(2))

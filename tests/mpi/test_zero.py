@@ -110,7 +110,8 @@ def test_one_rank_moves_nothing():
 BAD = [["--model=llama:x=1"], ["--model=gpt:layers=2,hidden=0,vocab=5"], ["--model=gpt:layers=2"],
        ["--params=0"], ["--params=10", "--layers=11"], ["--stages=z4"], ["--optimizer=sgd"],
        ["--grad-dtype=fp8"], ["--bucket-mb=0"], ["--params=abc"], ["--trace=/no/such/dir/t.json"],
-       ["--json=/no/such/dir/x.json"], (["--params=1.5"], "whole number"),
+       ["--trace-round=both"], (["--trace-round=comm"], "--trace"), ["--json=/no/such/dir/x.json"],
+       (["--params=1.5"], "whole number"),
        (["--params=4Mi"], "--params"), (["--params=-4"], "--params"),
        (["--compute-sweep=1,x"], "--compute-sweep"), (["--compute=gemm:8", "--compute-sweep=1"], "--compute-sweep")]
 

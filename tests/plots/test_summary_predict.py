@@ -57,11 +57,12 @@ def test_outside_the_bars_each_is_named_with_its_reason(folder):
     assert len(found) == 3, found
     comm = [f for f in found if "`comm_error`" in f]
     assert len(comm) == 1 and "dp +15.0% (4.60 ms predicted, 4.00 measured)" in comm[0]
+    assert "--trace-round=comm" in comm[0], comm  # the round comm_s times, traced to explain it
     exposed = [f for f in found if "`exposed_error`" in f]
     assert all("more than 25% off, or more than 1 ms where under 4 ms" in f for f in exposed)
     dp = next(f for f in exposed if " dp " in f)
     assert "dp -50.0% (1.50 ms predicted, 3.00 measured)" in dp and "no cause known" in dp
-    assert "--explain" in dp
+    assert "--explain" in dp and "--trace-round" not in dp
     z1 = next(f for f in exposed if " z1 " in f)
     assert "z1 -26.0% (7.40 ms predicted, 10.00 measured)" in z1 and "rank 1 most often" in z1
 

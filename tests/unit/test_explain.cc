@@ -77,5 +77,24 @@ TEST(Explain, LinesUpEveryOpAndSumsTheDifferencesByCause) {
   EXPECT_NEAR(skewed.compute_s, 0.6, 1e-12);
 }
 
+TEST(Explain, ReadsWhichRoundTheTraceDrew) {
+  // zb_zero --trace-round=comm names the round in the trace's zerobench block; a trace that
+  // names none, or "step", drew the whole step.
+  const std::string path = ::testing::TempDir() + "zb_explain_round.json";
+  const std::string trace = kTrace, stage = R"("stage": "dp")";
+  const size_t at = trace.find(stage);
+  ASSERT_NE(at, std::string::npos);
+  for (const auto& [round, comm_only] : std::vector<std::pair<std::string, bool>>{
+           {"", false}, {R"(, "round": "step")", false}, {R"(, "round": "comm")", true}}) {
+    std::string text = trace;
+    text.insert(at + stage.size(), round);
+    std::ofstream(path) << text;
+    MeasuredStep m;
+    ASSERT_TRUE(read_measured_step(path, -1, &m)) << round;
+    EXPECT_EQ(m.comm_only, comm_only) << round;
+    EXPECT_EQ(m.colls.size(), 1u) << round;
+  }
+}
+
 }  // namespace
 }  // namespace zb
