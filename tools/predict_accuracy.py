@@ -22,9 +22,13 @@ STAGES = ["dp", "z1", "z2", "z3", "hsdp", "hpz"]
 
 
 def table_argv(label, size="default", drop=()):
-    """Run `label`'s arguments on CPUs as tools/run_table.toml gives them for `size`, less the
-    flags named in `drop` (the results files run_all.sh names, a trace)."""
-    words = run_table.load().run(label).argv(size, "mpi", "")
+    """Run `label`'s arguments on CPUs as tools/run_table.toml gives them for `size`, with the
+    size's repetitions where the run takes them (as run_all.sh adds them), less the flags
+    named in `drop` (the results files run_all.sh names, a trace)."""
+    table = run_table.load()
+    run = table.run(label)
+    reps = table.repetitions[size] if run.repetitions else 1
+    words = run.argv(size, "mpi", "") + ([f"--benchmark_repetitions={reps}"] if reps > 1 else [])
     return [w for w in words if not w.startswith(tuple(f"{d}=" for d in drop))]
 
 
