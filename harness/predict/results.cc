@@ -78,14 +78,16 @@ Status load_results(const std::string& path, const std::string& what, Results* o
     }
   }
   for (const auto& [name, rows] : runs) {
-    std::map<std::string, std::pair<double, int>> sums;
+    std::map<std::string, std::vector<double>> values;
     for (const auto& row : rows)
-      for (const auto& [key, v] : row) {
-        sums[key].first += v, sums[key].second += 1;
-        auto [at, fresh] = r.fastest[name].emplace(key, v);
-        if (!fresh) at->second = std::min(at->second, v);
-      }
-    for (const auto& [key, sum] : sums) r.benchmarks[name][key] = sum.first / double(sum.second);
+      for (const auto& [key, v] : row) values[key].push_back(v);
+    for (auto& [key, v] : values) {
+      double sum = 0;
+      for (double x : v) sum += x;
+      r.benchmarks[name][key] = sum / double(v.size());
+      std::sort(v.begin(), v.end());
+      r.typical[name][key] = v[(v.size() - 1) / 2];
+    }
   }
   for (const auto& [name, row] : medians) r.benchmarks[name] = row;
   *out = std::move(r);

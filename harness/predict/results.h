@@ -15,8 +15,9 @@ struct Results {
   // "real_time_s" is the time in seconds. The median over repetitions where the file has
   // that aggregate, else the mean of the runs; counters that are not numbers are left out.
   std::map<std::string, std::map<std::string, double>> benchmarks;
-  // The same, each counter's smallest value over the runs (repetitions) instead.
-  std::map<std::string, std::map<std::string, double>> fastest;
+  // The same, each counter's median over the runs (repetitions) themselves instead, the lower
+  // of the two middle values where their count is even: a stalled repetition does not move it.
+  std::map<std::string, std::map<std::string, double>> typical;
 };
 
 // `what` names the input in errors ("--sweep").

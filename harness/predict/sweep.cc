@@ -67,12 +67,14 @@ Status load_zb_collectives(const std::string& path, std::vector<SweepSeries>* ou
   double idle_us = 0;  // what --serial-idle-us said
   const size_t at = cmd.find("--serial-idle-us=");
   if (at != std::string::npos) idle_us = std::atof(cmd.c_str() + at + 17);
-  // Each collective at its fastest repetition, as zb_zero takes comm_s at its fastest round:
-  // jitter only adds time (a descheduled rank; on a shaped link a dropped packet's 200 ms
-  // retransmission timeout, which one repetition of three met at 256 KiB here).
+  // Each collective at its median repetition, as zb_zero's results give the median of their
+  // repetitions: a stalled one (a descheduled rank; on a shaped link a dropped packet's 200 ms
+  // retransmission timeout, which one repetition of three met at 256 KiB here) does not move
+  // it. Priced from the fastest of three instead, every stage's comm_s came out 0.5 to 8
+  // points shorter on the same files, against zb_zero's median (docs/measurements.md).
   for (const auto& [name, summary] : results.benchmarks) {
-    auto fast = results.fastest.find(name);  // absent where the file holds aggregates only
-    const std::map<std::string, double>& counters = fast != results.fastest.end() ? fast->second : summary;
+    auto typical = results.typical.find(name);  // absent where the file holds aggregates only
+    const std::map<std::string, double>& counters = typical != results.typical.end() ? typical->second : summary;
     std::string head;
     std::map<std::string, std::string> seg = name_segments(name, &head);
     Coll op;
