@@ -1,5 +1,6 @@
 """summary.md's "check these" list: every value of every results file that lies outside its
 tolerance (plots/tolerances.py), with the reason the tool knows from the files themselves.
+The predictions' checks, with their reasons, are in summary_predict_checks.py.
 
 Reads what the C++ wrote and compares; it measures nothing.
 """
@@ -7,16 +8,15 @@ Reads what the C++ wrote and compares; it measures nothing.
 import glob
 import math
 import os
-import re
 from dataclasses import dataclass
 
 import gbjson
 import tolerances as tol
 from stage_table import by_name, parse
-from summary_format import size_text
+from summary_format import NO_CAUSE, finite, pct, size_text
+from summary_predict_checks import check_prediction
 
 ITEMS_PER_LINE = 6  # items named on a first-screen line; the rest go to "Every check" below
-NO_CAUSE = "no cause known to the tool"
 # Name segments that say how Google Benchmark timed a run, not what ran.
 NOT_LABELS = {"iterations", "manual_time", "real_time", "process_time", "repeats"}
 
@@ -29,14 +29,6 @@ class Finding:
     value: str  # how far off ("+22.0%", "wrong = 3")
     reason: str
     order: int  # the check's place in the list: bugs first
-
-
-def _finite(*vs):
-    return all(isinstance(v, float) and math.isfinite(v) for v in vs)
-
-
-def _pct(v):
-    return f"{v * 100:+.1f}%"
 
 
 def _bound(v):
@@ -62,7 +54,7 @@ def _algorithms(context):
 
 def check_wrong(ctx, p):
     worst = p.spread("wrong")[1]
-    if _finite(worst) and worst > tol.WRONG_MAX:
+    if finite(worst) and worst > tol.WRONG_MAX:
         yield (0, f"`wrong` above {tol.WRONG_MAX}", f"wrong = {worst:g}",
                "elements differ from the reference result: a bug, never noise")
 
@@ -81,7 +73,7 @@ MEMORY = [("bytes_per_param_measured", "bytes_per_param_formula", "bytes_per_par
 def _memory_why(reference, f, b):
     if reference.endswith("_accounted"):
         return "the tracker's books are what it is held against: the difference was allocated beside them"
-    if not _finite(b):
+    if not finite(b):
         return "no books beside it to tell whether the harness or something else allocated the difference"
     if math.isclose(b, f, rel_tol=tol.BOOKS_REL):
         return ("the tracker's books equal the formula, so the difference was allocated beside the "
@@ -93,10 +85,10 @@ def check_memory(ctx, p):
     params = p.value("params")
     for measured, reference, books, what in MEMORY:
         m, f = p.value(measured), p.value(reference)
-        if not _finite(m, f):
+        if not finite(m, f):
             continue
         allowed = tol.MEMORY_REL * abs(f)
-        if _finite(params) and params > 0:
+        if finite(params) and params > 0:
             allowed = max(allowed, tol.MEMORY_SLACK_BYTES / params)
         if abs(m - f) <= allowed:
             continue
@@ -108,7 +100,7 @@ def check_memory(ctx, p):
 
 def _padding(p):
     pad = p.value("padding")
-    if _finite(pad) and pad > 0:
+    if finite(pad) and pad > 0:
         return (f"the run padded the shards by {pad:g} elements so that the ranks divide them: the "
                 "books may count padding that the formula leaves out")
     return NO_CAUSE
@@ -126,13 +118,13 @@ def check_books(ctx, p, table):
     # only the books know: the table's one-node volume is checked on unquantized stages alone.
     asked = any(k in p.params for k in ("quantize_weights", "quantize_grads")) or \
         any(v != "none" for v in ((row or {}).get("quantization") or {}).values())
-    if not _finite(formula) and row and one_node and not asked and isinstance(row.get("volume_psi"), (int, float)):
+    if not finite(formula) and row and one_node and not asked and isinstance(row.get("volume_psi"), (int, float)):
         # The table's volume is one node's: across nodes the node-aware stages add a pass.
         formula, source = float(row["volume_psi"]), "the stage table's volume_psi (one node)"
     pairs.append(("volume_psi_accounted", formula, source, "volume books"))
     for books, f, source, what in pairs:
         b = p.value(books)
-        if _finite(b, f) and not math.isclose(b, f, rel_tol=tol.BOOKS_REL, abs_tol=1e-12):
+        if finite(b, f) and not math.isclose(b, f, rel_tol=tol.BOOKS_REL, abs_tol=1e-12):
             yield (1, f"{what} off the formula (`{books}` against {source})", f"{b:.4f} against {f:.4f}",
                    _padding(p))
 
@@ -142,17 +134,17 @@ def check_sockets(ctx, p):
                             ("wire_bytes_measured", "wire_bytes_accounted"),
                             ("wire_bytes_measured", "wire_bytes_formula")):
         m, b = p.value(measured), p.value(books)
-        if _finite(m, b) and abs(_rel(m, b)) > tol.SOCKET_REL:
+        if finite(m, b) and abs(_rel(m, b)) > tol.SOCKET_REL:
             side = "the ring formula" if books.endswith("_formula") else "the books"
             yield (3, f"bytes at the sockets off {side} (`{measured}` against `{books}`, allowed "
-                   f"±{tol.SOCKET_REL:.0%})", _pct(_rel(m, b)), _algorithms(ctx))
+                   f"±{tol.SOCKET_REL:.0%})", pct(_rel(m, b)), _algorithms(ctx))
 
 
 def check_links(ctx, p):
     for measured, books, what in (("inter_node_bytes_measured", "inter_node_bytes_accounted", "inter-node"),
                                   ("intra_node_bytes_measured", "intra_node_bytes_accounted", "intra-node")):
         m, b = p.value(measured), p.value(books)
-        if not _finite(m, b):
+        if not finite(m, b):
             continue
         r = _rel(m, b)
         if -tol.LINK_BELOW <= r <= tol.LINK_ABOVE:
@@ -160,166 +152,26 @@ def check_links(ctx, p):
         why = _algorithms(ctx) if r > 0 else \
             "below the payload: the counter missed traffic, or the traffic took another path"
         yield (3, f"{what} bytes off the rings' books (`{measured}` against `{books}`, allowed "
-               f"{_bound(-tol.LINK_BELOW)} to {_bound(tol.LINK_ABOVE)})", _pct(r), why)
-
-
-def _sweep(results, ctx):
-    """The sweep zb_predict read, as its command line names it (else predict_sweep.json): the
-    file's name, context and runs; "", {} and [] without one."""
-    m = re.search(r"--sweep=(\S+)", (ctx or {}).get("command_line", ""))
-    names = [os.path.basename(m.group(1))] if m else []
-    for name in names + ["predict_sweep.json"]:
-        path = os.path.join(results, name)
-        if os.path.isfile(path):
-            return (name, *gbjson.load_gb(path))
-    return "", {}, []
-
-
-def _sweep_noise(runs):
-    """The largest |bare_repeat_ratio - 1| over a sweep's sizes (each size's median); NaN
-    without one."""
-    ratios = [abs(p.value("bare_repeat_ratio") - 1) for p in gbjson.representative(runs).values()
-              if _finite(p.value("bare_repeat_ratio"))]
-    return max(ratios, default=math.nan)
-
-
-def _warm_gathers(ctx, p, table, sweep_ctx, off_s):
-    """Whether a stage that all-gathers was priced short on CPU ranks of one node from a sweep
-    that ran each size's calls on the same buffers: the bias measured there (docs/predict.md),
-    since the step's gathers each read their own layer's data, no longer in the caches."""
-    ctx = ctx or {}
-    row = table.get(p.params.get("stage")) if table else None
-    cpu_ranks = ctx.get("backend") in ("mpi", "gloo")  # nccl is the GPUs'
-    return (cpu_ranks and str(ctx.get("nodes")) == "1"
-            and _finite(off_s) and off_s < 0 and row is not None
-            and any(x.get("op") == "all_gather" for x in row.get("passes", []))
-            and not _spread_sweep((sweep_ctx or {}).get("command_line", "")))
-
-
-def _spread_sweep(command_line):
-    """Whether zb_collectives' --footprint (one size or a list) spread any of its calls."""
-    m = re.search(r"--footprint=(\S+)", command_line)
-    return bool(m) and any(float(re.match(r"[\d.]*", x).group() or 0) > 0 for x in m.group(1).split(","))
-
-
-def _measured_row(results, name):
-    """The zero.json (or pipeline.json) benchmark a prediction was held against, with its file's
-    context; (None, {}) if absent."""
-    for fname in ("zero.json", "pipeline.json"):
-        path = os.path.join(results, fname)
-        if os.path.isfile(path):
-            try:
-                ctx, runs = gbjson.load_gb(path)
-            except gbjson.InputError:
-                continue
-            # Named alike but for how many iterations each timed (Google Benchmark's suffix).
-            bare = {k.split("/iterations:")[0]: v for k, v in gbjson.representative(runs).items()}
-            if name.split("/iterations:")[0] in bare:
-                return bare[name.split("/iterations:")[0]], ctx or {}
-    return None, {}
-
-
-def _cores_outnumbered(m, m_ctx):
-    """(ranks a node, cores a node) where the measured step's CPU ranks outnumbered their node's
-    cores, else None."""
-    cores = m_ctx.get("num_cpus")
-    per_node, cores = m.value("ranks_per_node"), float(cores) if isinstance(cores, (int, float)) else math.nan
-    if m_ctx.get("backend") in ("mpi", "gloo") and _finite(per_node, cores) and per_node > cores > 0:
-        return per_node, cores
-    return None
-
-
-def _exposed_allowed(measured):
-    """How far a predicted exposed time may sit from the measured one, in seconds."""
-    if measured < tol.PREDICTION_EXPOSED_SMALL_S:
-        return tol.PREDICTION_EXPOSED_ABS_S
-    return tol.PREDICTION_EXPOSED_REL * measured
-
-
-def _prediction_why(ctx, p, results, off_s, exposed, table=None):
-    sweep, sweep_ctx, sweep_runs = _sweep(results, ctx)
-    noise = _sweep_noise(sweep_runs)
-    if p.value("extrapolated") == 1:
-        return "some of the step's collectives are larger than the sweep's largest size (extrapolated)"
-    if p.value("modelled") == 1:
-        return ("some collectives were priced from a tier's fitted link, not read off the sweep (`modelled`: "
-                "more ranks or another node shape than swept)")
-    m, m_ctx = _measured_row(results, p.name) if exposed else (None, {})
-    skew = m.value("skew_wait_s") if m is not None else math.nan
-    # The model predicts the skew that the kernels' rank_spread makes; older results have none.
-    predicted_skew = p.value("skew_wait_s_predicted")
-    beyond = skew - (predicted_skew if _finite(predicted_skew) else 0.0)
-    if exposed and _finite(beyond, off_s) and off_s < 0 and beyond >= abs(off_s) / 2:
-        late = m.value("late_rank")
-        who = f" (rank {late:.0f} most often)" if _finite(late) and late >= 0 else ""
-        modelled = (f", {predicted_skew * 1e3:.2f} ms of it predicted from the kernels' `rank_spread`"
-                    if _finite(predicted_skew) and predicted_skew > 0 else "")
-        return (f"{skew * 1e3:.2f} ms of the measured exposed time was waiting for a late rank{who} "
-                f"(`skew_wait_s`){modelled}: the ranks drifted apart more than their kernels' speeds say")
-    # The model's wire is the transfer; a rank that finished its collectives after another had
-    # (its communication thread without a core) waited for something the model does not have.
-    late_finish = m.value("late_finish_wait_s") if m is not None else math.nan
-    shared = _cores_outnumbered(m, m_ctx) if m is not None else None
-    if exposed and shared and _finite(off_s) and off_s < 0:
-        after = (f"; {late_finish * 1e3:.2f} ms of its exposed time came after another rank had finished the "
-                 "same collectives (`late_finish_wait_s`)" if _finite(late_finish) and late_finish > 0 else "")
-        return (f"{shared[0]:.0f} CPU ranks shared {shared[1]:.0f} cores: a rank whose collective ends while "
-                "other ranks' compute holds every core waits for one, a scheduler's delay the model does not "
-                f"price and one that differs from run to run{after} (docs/predict.md)")
-    if exposed and _finite(late_finish, off_s) and off_s < 0 and late_finish >= abs(off_s) / 2:
-        return (f"{late_finish * 1e3:.2f} ms of the measured exposed time came after another rank had "
-                "already finished the same collectives (`late_finish_wait_s`): this rank's own progress "
-                "was behind, on CPUs its communication thread waiting for a core (docs/predict.md)")
-    noisy = _finite(noise) and noise > tol.PREDICTION_COMM_REL
-    noise_why = (f"the sweep's bare calls moved up to {noise:.0%} between two runs of the same call "
-                 f"(`bare_repeat_ratio` in {sweep}): this machine's noise is above the bar")
-    if not exposed and _warm_gathers(ctx, p, table, sweep_ctx, off_s):
-        warm = (f"on CPU ranks of one node {sweep or 'the sweep'} ran each size's calls on the same "
-                "buffers, warm in the caches, where the step's gathers each read their own layer's "
-                "data: stages that gather come out short (docs/predict.md)")
-        return warm + ("; and " + noise_why if noisy else "")
-    if noisy:
-        return noise_why
-    if exposed:
-        return NO_CAUSE + " (`zb_predict --measured=... --explain` lines the step up against its trace)"
-    return NO_CAUSE + (" (`zb_zero --trace-round=comm` traces the round with communication alone; "
-                       "`zb_predict --measured=... --explain` lines it up against the replay)")
-
-
-def check_prediction(ctx, p, results, table=None):
-    c = p.value("comm_error")
-    if _finite(c) and abs(c) > tol.PREDICTION_COMM_REL:
-        pm, mm = p.value("comm_s_predicted"), p.value("comm_s_measured")
-        times = f" ({pm * 1e3:.2f} ms predicted, {mm * 1e3:.2f} measured)" if _finite(pm, mm) else ""
-        yield (4, f"communication predicted more than {tol.PREDICTION_COMM_REL:.0%} off (`comm_error`)",
-               _pct(c) + times,
-               _prediction_why(ctx, p, results, pm - mm if _finite(pm, mm) else math.nan, False, table))
-    pe, me = p.value("exposed_comm_s_predicted"), p.value("exposed_comm_s_measured")
-    if _finite(pe, me) and abs(pe - me) > _exposed_allowed(me):
-        e = p.value("exposed_error")
-        shown = (_pct(e) + " " if _finite(e) else "") + f"({pe * 1e3:.2f} ms predicted, {me * 1e3:.2f} measured)"
-        yield (4, f"exposed communication predicted more than {tol.PREDICTION_EXPOSED_REL:.0%} off, or more than "
-               f"{tol.PREDICTION_EXPOSED_ABS_S * 1e3:g} ms where under {tol.PREDICTION_EXPOSED_SMALL_S * 1e3:g} ms "
-               "(`exposed_error`)", shown, _prediction_why(ctx, p, results, pe - me, True))
+               f"{_bound(-tol.LINK_BELOW)} to {_bound(tol.LINK_ABOVE)})", pct(r), why)
 
 
 def check_overhead(ctx, p):
     o = p.value("overhead_ratio")
-    if not _finite(o) or o <= 1 + tol.OVERHEAD_REL:
+    if not finite(o) or o <= 1 + tol.OVERHEAD_REL:
         return
     repeat = p.value("bare_repeat_ratio")
     if "--progress=thread" in (ctx or {}).get("command_line", ""):
         why = ("each call is handed to the communication thread (--progress=thread), and ours "
                "includes the hand-off")
-    elif _finite(repeat) and abs(repeat - 1) > tol.OVERHEAD_REL:
+    elif finite(repeat) and abs(repeat - 1) > tol.OVERHEAD_REL:
         why = (f"the bare call moved as much against itself in the same run (`bare_repeat_ratio` "
                f"beyond 1 ± {tol.OVERHEAD_REL:g}): this machine's noise")
-    elif _finite(repeat):
+    elif finite(repeat):
         why = (f"more than this machine's noise as the bare call measured it (`bare_repeat_ratio` "
                f"within 1 ± {tol.OVERHEAD_REL:g})")
     else:
         why = NO_CAUSE
-    shown = f"{o:.2f}" + (f" (bare {repeat:.2f})" if _finite(repeat) else "")
+    shown = f"{o:.2f}" + (f" (bare {repeat:.2f})" if finite(repeat) else "")
     yield (5, f"collective slower than the bare library call (`overhead_ratio` above "
            f"{1 + tol.OVERHEAD_REL:g})", shown, why)
 

@@ -8,6 +8,17 @@ import gbjson
 import stage_table
 
 
+NO_CAUSE = "no cause known to the tool"  # a finding's reason where the files give none
+
+
+def finite(*vs):
+    return all(isinstance(v, float) and math.isfinite(v) for v in vs)
+
+
+def pct(v):
+    return f"{v * 100:+.1f}%"
+
+
 def fmt(v, digits=3):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "n/a"

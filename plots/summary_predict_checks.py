@@ -1,0 +1,154 @@
+"""summary.md's "check these" list, its predictions: a prediction whose error lies outside its
+tolerance (plots/tolerances.py), with the reason the results files themselves give for it (a
+late rank, CPU ranks sharing cores, a late finish, the sweep's warm buffers or its noise).
+
+Reads what the C++ wrote and compares; it measures nothing.
+"""
+
+import math
+import os
+import re
+
+import gbjson
+import tolerances as tol
+from summary_format import NO_CAUSE, finite, pct
+
+
+def _sweep(results, ctx):
+    """The sweep zb_predict read, as its command line names it (else predict_sweep.json): the
+    file's name, context and runs; "", {} and [] without one."""
+    m = re.search(r"--sweep=(\S+)", (ctx or {}).get("command_line", ""))
+    names = [os.path.basename(m.group(1))] if m else []
+    for name in names + ["predict_sweep.json"]:
+        path = os.path.join(results, name)
+        if os.path.isfile(path):
+            return (name, *gbjson.load_gb(path))
+    return "", {}, []
+
+
+def _sweep_noise(runs):
+    """The largest |bare_repeat_ratio - 1| over a sweep's sizes (each size's median); NaN
+    without one."""
+    ratios = [abs(p.value("bare_repeat_ratio") - 1) for p in gbjson.representative(runs).values()
+              if finite(p.value("bare_repeat_ratio"))]
+    return max(ratios, default=math.nan)
+
+
+def _warm_gathers(ctx, p, table, sweep_ctx, off_s):
+    """Whether a stage that all-gathers was priced short on CPU ranks of one node from a sweep
+    that ran each size's calls on the same buffers: the bias measured there (docs/predict.md),
+    since the step's gathers each read their own layer's data, no longer in the caches."""
+    ctx = ctx or {}
+    row = table.get(p.params.get("stage")) if table else None
+    cpu_ranks = ctx.get("backend") in ("mpi", "gloo")  # nccl is the GPUs'
+    return (cpu_ranks and str(ctx.get("nodes")) == "1"
+            and finite(off_s) and off_s < 0 and row is not None
+            and any(x.get("op") == "all_gather" for x in row.get("passes", []))
+            and not _spread_sweep((sweep_ctx or {}).get("command_line", "")))
+
+
+def _spread_sweep(command_line):
+    """Whether zb_collectives' --footprint (one size or a list) spread any of its calls."""
+    m = re.search(r"--footprint=(\S+)", command_line)
+    return bool(m) and any(float(re.match(r"[\d.]*", x).group() or 0) > 0 for x in m.group(1).split(","))
+
+
+def _measured_row(results, name):
+    """The zero.json (or pipeline.json) benchmark a prediction was held against, with its file's
+    context; (None, {}) if absent."""
+    for fname in ("zero.json", "pipeline.json"):
+        path = os.path.join(results, fname)
+        if os.path.isfile(path):
+            try:
+                ctx, runs = gbjson.load_gb(path)
+            except gbjson.InputError:
+                continue
+            # Named alike but for how many iterations each timed (Google Benchmark's suffix).
+            bare = {k.split("/iterations:")[0]: v for k, v in gbjson.representative(runs).items()}
+            if name.split("/iterations:")[0] in bare:
+                return bare[name.split("/iterations:")[0]], ctx or {}
+    return None, {}
+
+
+def _cores_outnumbered(m, m_ctx):
+    """(ranks a node, cores a node) where the measured step's CPU ranks outnumbered their node's
+    cores, else None."""
+    cores = m_ctx.get("num_cpus")
+    per_node, cores = m.value("ranks_per_node"), float(cores) if isinstance(cores, (int, float)) else math.nan
+    if m_ctx.get("backend") in ("mpi", "gloo") and finite(per_node, cores) and per_node > cores > 0:
+        return per_node, cores
+    return None
+
+
+def _exposed_allowed(measured):
+    """How far a predicted exposed time may sit from the measured one, in seconds."""
+    if measured < tol.PREDICTION_EXPOSED_SMALL_S:
+        return tol.PREDICTION_EXPOSED_ABS_S
+    return tol.PREDICTION_EXPOSED_REL * measured
+
+
+def _prediction_why(ctx, p, results, off_s, exposed, table=None):
+    sweep, sweep_ctx, sweep_runs = _sweep(results, ctx)
+    noise = _sweep_noise(sweep_runs)
+    if p.value("extrapolated") == 1:
+        return "some of the step's collectives are larger than the sweep's largest size (extrapolated)"
+    if p.value("modelled") == 1:
+        return ("some collectives were priced from a tier's fitted link, not read off the sweep (`modelled`: "
+                "more ranks or another node shape than swept)")
+    m, m_ctx = _measured_row(results, p.name) if exposed else (None, {})
+    skew = m.value("skew_wait_s") if m is not None else math.nan
+    # The model predicts the skew that the kernels' rank_spread makes; older results have none.
+    predicted_skew = p.value("skew_wait_s_predicted")
+    beyond = skew - (predicted_skew if finite(predicted_skew) else 0.0)
+    if exposed and finite(beyond, off_s) and off_s < 0 and beyond >= abs(off_s) / 2:
+        late = m.value("late_rank")
+        who = f" (rank {late:.0f} most often)" if finite(late) and late >= 0 else ""
+        modelled = (f", {predicted_skew * 1e3:.2f} ms of it predicted from the kernels' `rank_spread`"
+                    if finite(predicted_skew) and predicted_skew > 0 else "")
+        return (f"{skew * 1e3:.2f} ms of the measured exposed time was waiting for a late rank{who} "
+                f"(`skew_wait_s`){modelled}: the ranks drifted apart more than their kernels' speeds say")
+    # The model's wire is the transfer; a rank that finished its collectives after another had
+    # (its communication thread without a core) waited for something the model does not have.
+    late_finish = m.value("late_finish_wait_s") if m is not None else math.nan
+    shared = _cores_outnumbered(m, m_ctx) if m is not None else None
+    if exposed and shared and finite(off_s) and off_s < 0:
+        after = (f"; {late_finish * 1e3:.2f} ms of its exposed time came after another rank had finished the "
+                 "same collectives (`late_finish_wait_s`)" if finite(late_finish) and late_finish > 0 else "")
+        return (f"{shared[0]:.0f} CPU ranks shared {shared[1]:.0f} cores: a rank whose collective ends while "
+                "other ranks' compute holds every core waits for one, a scheduler's delay the model does not "
+                f"price and one that differs from run to run{after} (docs/predict.md)")
+    if exposed and finite(late_finish, off_s) and off_s < 0 and late_finish >= abs(off_s) / 2:
+        return (f"{late_finish * 1e3:.2f} ms of the measured exposed time came after another rank had "
+                "already finished the same collectives (`late_finish_wait_s`): this rank's own progress "
+                "was behind, on CPUs its communication thread waiting for a core (docs/predict.md)")
+    noisy = finite(noise) and noise > tol.PREDICTION_COMM_REL
+    noise_why = (f"the sweep's bare calls moved up to {noise:.0%} between two runs of the same call "
+                 f"(`bare_repeat_ratio` in {sweep}): this machine's noise is above the bar")
+    if not exposed and _warm_gathers(ctx, p, table, sweep_ctx, off_s):
+        warm = (f"on CPU ranks of one node {sweep or 'the sweep'} ran each size's calls on the same "
+                "buffers, warm in the caches, where the step's gathers each read their own layer's "
+                "data: stages that gather come out short (docs/predict.md)")
+        return warm + ("; and " + noise_why if noisy else "")
+    if noisy:
+        return noise_why
+    if exposed:
+        return NO_CAUSE + " (`zb_predict --measured=... --explain` lines the step up against its trace)"
+    return NO_CAUSE + (" (`zb_zero --trace-round=comm` traces the round with communication alone; "
+                       "`zb_predict --measured=... --explain` lines it up against the replay)")
+
+
+def check_prediction(ctx, p, results, table=None):
+    c = p.value("comm_error")
+    if finite(c) and abs(c) > tol.PREDICTION_COMM_REL:
+        pm, mm = p.value("comm_s_predicted"), p.value("comm_s_measured")
+        times = f" ({pm * 1e3:.2f} ms predicted, {mm * 1e3:.2f} measured)" if finite(pm, mm) else ""
+        yield (4, f"communication predicted more than {tol.PREDICTION_COMM_REL:.0%} off (`comm_error`)",
+               pct(c) + times,
+               _prediction_why(ctx, p, results, pm - mm if finite(pm, mm) else math.nan, False, table))
+    pe, me = p.value("exposed_comm_s_predicted"), p.value("exposed_comm_s_measured")
+    if finite(pe, me) and abs(pe - me) > _exposed_allowed(me):
+        e = p.value("exposed_error")
+        shown = (pct(e) + " " if finite(e) else "") + f"({pe * 1e3:.2f} ms predicted, {me * 1e3:.2f} measured)"
+        yield (4, f"exposed communication predicted more than {tol.PREDICTION_EXPOSED_REL:.0%} off, or more than "
+               f"{tol.PREDICTION_EXPOSED_ABS_S * 1e3:g} ms where under {tol.PREDICTION_EXPOSED_SMALL_S * 1e3:g} ms "
+               "(`exposed_error`)", shown, _prediction_why(ctx, p, results, pe - me, True))
