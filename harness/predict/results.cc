@@ -82,11 +82,8 @@ Status load_results(const std::string& path, const std::string& what, Results* o
     for (const auto& row : rows)
       for (const auto& [key, v] : row) values[key].push_back(v);
     for (auto& [key, v] : values) {
-      double sum = 0;
-      for (double x : v) sum += x;
-      r.benchmarks[name][key] = sum / double(v.size());
       std::sort(v.begin(), v.end());
-      r.typical[name][key] = v[(v.size() - 1) / 2];
+      r.benchmarks[name][key] = v[(v.size() - 1) / 2];
     }
   }
   for (const auto& [name, row] : medians) r.benchmarks[name] = row;

@@ -12,12 +12,11 @@ namespace zb {
 struct Results {
   std::map<std::string, std::string> context;
   // Benchmark name (without Google Benchmark's /iterations:... suffix) -> counter -> value.
-  // "real_time_s" is the time in seconds. The median over repetitions where the file has
-  // that aggregate, else the mean of the runs; counters that are not numbers are left out.
+  // "real_time_s" is the time in seconds. The median over repetitions: the file's median
+  // aggregate where it has one, else each counter's median over the runs, the lower of the
+  // two middle values where their count is even. A stalled repetition does not move it.
+  // Counters that are not numbers are left out.
   std::map<std::string, std::map<std::string, double>> benchmarks;
-  // The same, each counter's median over the runs (repetitions) themselves instead, the lower
-  // of the two middle values where their count is even: a stalled repetition does not move it.
-  std::map<std::string, std::map<std::string, double>> typical;
 };
 
 // `what` names the input in errors ("--sweep").

@@ -72,9 +72,7 @@ Status load_zb_collectives(const std::string& path, std::vector<SweepSeries>* ou
   // retransmission timeout, which one repetition of three met at 256 KiB here) does not move
   // it. Priced from the fastest of three instead, every stage's comm_s came out 0.5 to 8
   // points shorter on the same files, against zb_zero's median (docs/measurements.md).
-  for (const auto& [name, summary] : results.benchmarks) {
-    auto typical = results.typical.find(name);  // absent where the file holds aggregates only
-    const std::map<std::string, double>& counters = typical != results.typical.end() ? typical->second : summary;
+  for (const auto& [name, counters] : results.benchmarks) {
     std::string head;
     std::map<std::string, std::string> seg = name_segments(name, &head);
     Coll op;
