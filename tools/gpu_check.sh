@@ -11,6 +11,7 @@ cd "$root"
 usage() {
   cat <<'USAGE'
 usage: tools/gpu_check.sh [--bundle=DIR] [--out=DIR] [--budget=S] [--build-only] [--nccl-tests=DIR]
+                          [--only=LIST]
 
   --bundle=DIR   take MPI, Google Benchmark and GoogleTest from DIR (made by
                  tools/gpu_bundle.sh); default gpu_bundle/ when it exists, else the system's
@@ -26,11 +27,16 @@ usage: tools/gpu_check.sh [--bundle=DIR] [--out=DIR] [--budget=S] [--build-only]
                  tools/gpu_bundle.sh --nccl-tests-src=SRC builds): they run at one GPU with -J
                  on the NCCL zerobench was built with, and zb_predict predicts the stages from
                  their JSON. Without any, the check says so in one SKIP line
+  --only=LIST    run only the checks named (comma-separated, as the summary names them, e.g.
+                 --only=nccl_overlap,nccl_offload to rerun two that failed); configure, build,
+                 sm90_sass and mpi_singleton always run, and each check left out says SKIP.
+                 A check that reads another's results (nccl_predict reads nccl_collectives'
+                 and nccl_zero's) needs that one named too
 Exit 0 when every check passed, 1 otherwise (no GPU: one line saying so), 2 for a bad option.
 USAGE
 }
 
-bundle="" out=${OUT:-/tmp/zb_gpu_check} build_only=0 budget="" nccl_tests=${ZB_NCCL_TESTS:-}
+bundle="" out=${OUT:-/tmp/zb_gpu_check} build_only=0 budget="" nccl_tests=${ZB_NCCL_TESTS:-} only=
 for arg in "$@"; do
   case $arg in
     --nccl-tests=*) nccl_tests=${arg#*=} ;;
@@ -38,13 +44,16 @@ for arg in "$@"; do
     --out=*) out=${arg#*=} ;;
     --budget=*) budget=${arg#*=} ;;
     --build-only) build_only=1 ;;
+    --only=*) only=${arg#*=} ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "gpu_check.sh: unknown option '$arg' (allowed: --bundle=DIR, --out=DIR, --budget=S, --build-only, --nccl-tests=DIR, --help)" >&2; exit 2 ;;
+    *) echo "gpu_check.sh: unknown option '$arg' (allowed: --bundle=DIR, --out=DIR, --budget=S, --build-only, --nccl-tests=DIR, --only=LIST, --help)" >&2; exit 2 ;;
   esac
 done
 budget=${budget:-$((build_only ? 1800 : 290))}  # a build alone, on a machine without a GPU, may be slow
 [[ $budget =~ ^[0-9]+$ ]] && ((budget >= 30)) \
   || { echo "gpu_check.sh: --budget=$budget: expected a whole number of seconds, at least 30" >&2; exit 2; }
+[[ -z $only || $only =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] \
+  || { echo "gpu_check.sh: --only=$only: expected check names separated by commas" >&2; exit 2; }
 mkdir -p "$out" || { echo "gpu_check.sh: cannot make the output folder '$out'" >&2; exit 2; }
 summary=$out/summary.txt
 : >"$summary"
@@ -82,10 +91,16 @@ finish() {
 limit=150
 # check NAME COMMAND...: runs it (at most $limit s, and no further than the budget), logs it,
 # prints the verdict and returns the command's status. Once the budget is spent a check is not
-# started: it fails as not run.
+# started: it fails as not run. A check --only leaves out says SKIP and returns 1 (nothing
+# that needs its results follows), without counting as a failure.
+always="configure build sm90_sass mpi_singleton"
 check() {
   local name=$1 t0=$SECONDS rc left=$((budget - (SECONDS - t_start) - 10))
   shift
+  if [[ -n $only && ",$only," != *",$name,"* && " $always " != *" $name "* ]]; then
+    say "SKIP $name (not in --only)"
+    return 1
+  fi
   if ((left < 5)); then
     say "FAIL $name (not run: the check's $budget s budget is spent)"
     fails=$((fails + 1))
@@ -258,7 +273,7 @@ else
 fi
 # Every stage overlapped with cuBLAS GEMM compute, ordered by CUDA events between the compute
 # and communication streams, checked against the reference; a trace per stage.
-run_path overlap zb_zero --model=gpt:layers=8,hidden=2048,vocab=32000 --compute=gemm:4096 \
+run_path overlap zb_zero --model=gpt:layers=4,hidden=1024,vocab=32000 --compute=gemm:4096 \
   --prefetch=1 --iters=5 --warmup=2 --trace="$res/trace.json"
 # Optimizer kernels (impl:cuda) from 16M to 256M parameters against a device-to-device copy,
 # and the optimizer step of every stage, checked bit for bit.
@@ -285,9 +300,12 @@ run_path offload_device zb_offload --params=64e6 --layers=8 --chunks=4 --microba
   --offload=grads --optimizer-on=device --iters=3 --warmup=1
 
 # PyTorch's fused AdamW doing the same work at the same sizes: ours/torch (> 1: ours faster).
+# Without nccl_optimizer's results (--only left it out), torch's side alone.
+ours=()
+[[ -f $res/optimizer.json ]] && ours=(--ours="$res/optimizer.json")
 for grad in bf16 fp32; do
   check "torch_adam_$grad" python3 tools/torch_adam.py --no-install --device=cuda --sizes=16777216,67108864,268435456 --grad-dtype=$grad \
-    --ours="$res/optimizer.json"
+    "${ours[@]}"
 done
 # CUDA kernels against their CPU references (the unit tests skip these without a GPU).
 check cuda_unit_tests "$bin/zb_unit_tests" --gtest_filter='*Cuda*:*CUDA*:*Gpu*:*GPU*'

@@ -108,6 +108,11 @@ Status copy_bytes(void* dst, MemKind dst_kind, const void* src, MemKind src_kind
   }
 #ifdef ZB_HAVE_CUDA
   ZB_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  // cudaMemcpy may return before its copy lands: one from pageable memory once the data is
+  // staged, one between device buffers at once. A collective on NCCL's own stream issued next
+  // then raced the copy (an H200 found 1 and 4 MiB outputs part poison); waiting here orders
+  // every copy before whatever any stream does after it.
+  ZB_CUDA_CHECK(cudaDeviceSynchronize());
   return Status::ok();
 #else
   return Status::error("device copy needs a CUDA build");

@@ -39,7 +39,8 @@ class Buffer {
   MemKind kind_ = MemKind::host;
 };
 
-// Copies between any two kinds (cudaMemcpy when either side is a GPU buffer).
+// Copies between any two kinds (cudaMemcpy when either side is a GPU buffer), done when it
+// returns: the copy has landed before any stream's next work.
 Status copy_bytes(void* dst, MemKind dst_kind, const void* src, MemKind src_kind, size_t bytes);
 // Writes zeros, done when it returns: every page of a fresh buffer made resident, so that
 // nothing timed later meets a first touch. Nothing to do for reserved memory.
