@@ -38,19 +38,28 @@ def num(value, fmt=".3g"):
 
 def collectives(results, logs):
     out = []
-    for r in runs_of(results, "collectives.json"):
+    rows = runs_of(results, "collectives.json")
+    for r in rows:
         if gbjson.number(r.params.get("bytes")) != BYTES_256MIB:
             continue
         c = r.counters
-        out.append(f"nccl {r.family:<14} 256 MiB {r.params.get('dtype', '?')}: "
+        place = " in place" if r.params.get("placement") == "in" else ""
+        out.append(f"nccl {r.family:<14} 256 MiB {r.params.get('dtype', '?')}{place}: "
                    f"algbw {num(c.get('algbw_GBps'))} GB/s, busbw {num(c.get('busbw_GBps'))} GB/s, "
                    f"wrong {num(c.get('wrong'), 'g')}")
     if not out:
         return ["nccl collectives: n/a (no 256 MiB rows in collectives.json)"]
-    ranks = runs_of(results, "collectives.json")[0].counters.get("ranks", math.nan)
-    if ranks == 1:
+    # The harness's own cost: each size timed through zerobench against the bare NCCL call.
+    ratios = sorted((r.counters["overhead_ratio"], gbjson.number(r.params.get("bytes")), r.family)
+                    for r in rows if math.isfinite(r.counters.get("overhead_ratio", math.nan)))
+    if ratios:
+        worst = ratios[-1]
+        out.append(f"overhead (time through zerobench / bare NCCL call): median "
+                   f"{num(ratios[len(ratios) // 2][0])}, highest {num(worst[0])} "
+                   f"({worst[2]}, {worst[1]:.0f} B), over {len(ratios)} sizes")
+    if rows[0].counters.get("ranks", math.nan) == 1:
         out.append("  (one rank: busbw is 0 by its definition, 2(N-1)/N or (N-1)/N of algbw; "
-                   "algbw is the local copy rate)")
+                   "algbw is the local copy rate, and an in-place call copies nothing)")
     return out
 
 

@@ -34,6 +34,7 @@ def test_gpu_check_without_gpu_says_so_in_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("tool,option", [("gpu_check.sh", "--frobnicate"), ("gpu_check.sh", "--budget=10"),
+                                         ("gpu_check.sh", "--only=nccl zero"),
                                          ("gpu_bundle.sh", "--frobnicate"),
                                          ("bare_build.sh", "--bundle")])
 def test_bad_option_exits_2_with_one_line(tool, option):
@@ -70,8 +71,9 @@ def test_gpu_summary_figures_from_crafted_results(tmp_path):
     logs.mkdir()
     big = 256 << 20
     write(res / "collectives.json", [
-        row(f"{op}/bytes:{b}/dtype:bf16", ranks=1, algbw_GBps=a, busbw_GBps=0.0, wrong=0)
-        for op, a in (("all_reduce", 1500.0), ("all_gather", 1400.0)) for b in (1024, big)])
+        row(f"{op}/bytes:{b}/dtype:bf16", ranks=1, algbw_GBps=a, busbw_GBps=0.0, wrong=0,
+            overhead_ratio=small if b == 1024 else 1.0 + small / 100)
+        for op, a, small in (("all_reduce", 1500.0, 2.0), ("all_gather", 1400.0, 3.0)) for b in (1024, big)])
     write(res / "zero.json", [
         row(f"zero/stage:{s}/params:64000000/layers:16/optimizer:adam/grad:bf16",
             bytes_per_param_measured=16.25, bytes_per_param_formula=16.0, bytes_per_param_accounted=16.0,
@@ -88,6 +90,9 @@ def test_gpu_summary_figures_from_crafted_results(tmp_path):
     out = r.stdout.splitlines()
     assert "nccl all_reduce     256 MiB bf16: algbw 1.5e+03 GB/s, busbw 0 GB/s, wrong 0" in out
     assert any(line.startswith("  (one rank: busbw is 0") for line in out)
+    # Ratios 1.02, 1.03, 2 and 3: the upper middle of four, and the worst named with its size.
+    assert ("overhead (time through zerobench / bare NCCL call): median 2, highest 3 "
+            "(all_gather, 1024 B), over 4 sizes") in out
     assert ("zero z2: bytes/param measured 16.250 formula 16.000 (x1.0156), accounted 16.000, "
             "wrong 0") in out
     assert ("adam 256M bf16 grads: 3.8e+03 GB/s, frac_of_limit 0.95 of 4e+03 GB/s; "
