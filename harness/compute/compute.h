@@ -21,6 +21,9 @@ class Compute {
   ~Compute();
 
   MemKind kind() const { return kind_; }
+  // The CPU threads this rank may use: its kernels' on CPU, host-side work (the reference) on
+  // either engine.
+  int cpu_threads() const { return threads_; }
   void* stream() const { return stream_; }  // cudaStream_t on GPU, null on CPU
 
   Status init_weights(float* master, Bf16* weights, size_t n, uint64_t first);
