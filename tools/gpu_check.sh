@@ -31,7 +31,7 @@ usage: tools/gpu_check.sh [--bundle=DIR] [--out=DIR] [--budget=S] [--build-only]
                  --only=nccl_overlap,nccl_offload to rerun two that failed); configure, build,
                  sm90_sass and mpi_singleton always run, and each check left out says SKIP.
                  A check that reads another's results (nccl_predict reads nccl_collectives'
-                 and nccl_zero's) needs that one named too
+                 and nccl_zero's) needs that one named too; a name no check ran under fails
 Exit 0 when every check passed, 1 otherwise (no GPU: one line saying so), 2 for a bad option.
 USAGE
 }
@@ -82,6 +82,14 @@ fail_now() {  # an environment that cannot build: one line, then pack what there
   finish
 }
 finish() {
+  # A name --only gave that no check carries (misspelt, or never reached) must not pass as run.
+  local name
+  for name in ${only//,/ }; do
+    if [[ " $named " != *" $name "* ]]; then
+      say "FAIL $name (named by --only, but no check of that name ran)"
+      fails=$((fails + 1))
+    fi
+  done
   tar -C "$work" -czf "$out/logs.tar.gz" logs
   tar -C "$work" -czf "$out/results.tar.gz" results
   say "gpu_check: $fails failure(s) in $((SECONDS - t_start)) s; $out holds summary.txt, logs.tar.gz, results.tar.gz"
@@ -93,7 +101,7 @@ limit=150
 # prints the verdict and returns the command's status. Once the budget is spent a check is not
 # started: it fails as not run. A check --only leaves out says SKIP and returns 1 (nothing
 # that needs its results follows), without counting as a failure.
-always="configure build sm90_sass mpi_singleton"
+always="configure build sm90_sass mpi_singleton" named=""
 check() {
   local name=$1 t0=$SECONDS rc left=$((budget - (SECONDS - t_start) - 10))
   shift
@@ -101,6 +109,7 @@ check() {
     say "SKIP $name (not in --only)"
     return 1
   fi
+  named+=" $name"
   if ((left < 5)); then
     say "FAIL $name (not run: the check's $budget s budget is spent)"
     fails=$((fails + 1))
