@@ -43,19 +43,13 @@ Status reference_state(const StageConfig& config, int ranks, int64_t steps,
     // Every rank's gradient, summed in rank order. The values keep every partial sum
     // exact (see synthetic.h), so any reduction order gives these same bits. The host pays
     // ranks times the rank's elements a step, which at a GPU node's model sizes outweighs the
-    // GPU steps themselves: so it runs on the rank's CPU threads, each rank's hash taken once
-    // per group of 8 elements.
+    // GPU steps themselves, so it runs on the rank's CPU threads; element by element from the
+    // definition, not through the kernels it checks.
     parallel_chunks(size_t(n), compute.cpu_threads(), 64, size_t(1) << 15, [&](size_t begin, size_t end) {
-      std::fill(sum.begin() + ptrdiff_t(begin), sum.begin() + ptrdiff_t(end), 0.0f);
-      for (int r = 0; r < ranks; ++r) {
-        uint64_t group = ~uint64_t(0), hash = 0;
-        for (size_t j = begin; j < end; ++j) {
-          if ((flat[j] >> 3) != group) {
-            group = flat[j] >> 3;
-            hash = grad_group_hash(r, t, flat[j]);
-          }
-          sum[j] += synthetic_grad_hashed(w[j], r, ranks, flat[j], hash);
-        }
+      for (size_t j = begin; j < end; ++j) {
+        float s = 0;
+        for (int r = 0; r < ranks; ++r) s += synthetic_grad(w[j], r, ranks, t, flat[j]);
+        sum[j] = s;
       }
       if (config.grad_dtype == DType::bf16) {
         Bf16* gb = reinterpret_cast<Bf16*>(g.data());

@@ -1,6 +1,6 @@
 // The single-process reference splits its gradient sum over the rank's CPU threads: the state
-// it ends in must not depend on how many, nor on where a chunk or a segment starts inside a
-// group of 8 elements that share a hash.
+// it ends in must not depend on how many, nor on where the chunks are cut (inside a group of 8
+// elements that share a hash, or across two segments).
 #include <gtest/gtest.h>
 
 #include <cstring>
