@@ -142,7 +142,8 @@ Status run_zero_benchmark(Run& run, Compute& compute, const ZeroBenchSetup& setu
       BoundedState want;
       const Topology& topo = d.topology();
       ZB_RETURN_IF_ERROR(bounded_reference(setup.config, {n, topo.local_size, topo.nodes}, z->steps_done(), segs,
-                                           [&d](std::vector<double>* v) { return d.max_over_ranks(v); }, &want));
+                                           [&d](std::vector<double>* v) { return d.max_over_ranks(v); },
+                                           compute.cpu_threads(), &want));
       const BoundCheck c = check_bounded(got, want);
       out->wrong = d.sum_over_ranks(double(c.outside));
       const double count = d.sum_over_ranks(double(c.count));

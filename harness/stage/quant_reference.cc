@@ -9,6 +9,7 @@
 #include "kernels/quantize/quant_math.h"
 #include "kernels/quantize/quantize.h"
 #include "kernels/synthetic.h"
+#include "kernels/thread_pool.h"
 
 namespace zb {
 
@@ -169,7 +170,8 @@ void grad_errors(GradQuant gq, const QuantShape& shape, DType gd, const std::vec
 
 Status bounded_reference(const StageConfig& config, const QuantShape& shape, int64_t steps,
                          const std::vector<Segment>& segments,
-                         const std::function<Status(std::vector<double>*)>& max_over_ranks, BoundedState* out) {
+                         const std::function<Status(std::vector<double>*)>& max_over_ranks, int threads,
+                         BoundedState* out) {
   const Quantization q = stage_model(config.stage).effective(config.quant);
   const int ranks = shape.ranks;
   size_t n = 0, widest = 0;
@@ -186,7 +188,7 @@ Status bounded_reference(const StageConfig& config, const QuantShape& shape, int
   const bool adam = config.optimizer.kind == Optimizer::adam;
   const DType gd = config.grad_dtype;
   std::vector<float> wlo(n), whi(n), gl(size_t(ranks) * widest), gh(size_t(ranks) * widest);
-  std::vector<double> werr(n), glo(widest), ghi(widest), gerr(kGradQuantBlock);
+  std::vector<double> werr(n), glo(widest), ghi(widest);
 
   for (int64_t t = 1; t <= steps; ++t) {
     AdamParams ap = config.optimizer.adam;
@@ -196,84 +198,92 @@ Status bounded_reference(const StageConfig& config, const QuantShape& shape, int
     const AdamConstants ac = adam_constants(ap);
     const MomentumConstants mc = momentum_constants(mp);
     const double ratio_bound = adam_ratio_bound(ap, t);
-    for (size_t i = 0; i < n; ++i) wlo[i] = bf16_value(st.lo[i]), whi[i] = bf16_value(st.hi[i]);
+    parallel_chunks(n, threads, 64, size_t(1) << 16, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) wlo[i] = bf16_value(st.lo[i]), whi[i] = bf16_value(st.hi[i]);
+    });
     ZB_RETURN_IF_ERROR(weight_errors(q, segments, wlo, whi, max_over_ranks, &werr));
     for (size_t k = 0, at = 0; k < segments.size(); at += segments[k].count, ++k) {
       const size_t count = segments[k].count;
-      // Every rank's gradient: the reference's at its weight, and the bounds over every weight
-      // the quantized run's backward can see.
-      for (size_t i = 0; i < count; ++i) {
-        const size_t e = at + i;
-        const unsigned mask = low_bits(double(wlo[e]) - werr[e], double(whi[e]) + werr[e]);
-        float ref = 0;
-        glo[i] = ghi[i] = 0;
-        for (int r = 0; r < ranks; ++r) {
-          const uint64_t hash = grad_group_hash(r, t, st.flat[e]);
-          ref += synthetic_grad_hashed(st.w[e], r, ranks, st.flat[e], hash);
-          float lo = INFINITY, hi = -INFINITY;
-          for (unsigned b = 0; b < 8; ++b)
-            if (mask & (1u << b)) {
-              const float g = synthetic_grad_hashed(Bf16{uint16_t(b)}, r, ranks, st.flat[e], hash);
-              lo = std::min(lo, g), hi = std::max(hi, g);
-            }
-          gl[size_t(r) * widest + i] = lo, gh[size_t(r) * widest + i] = hi;
-          glo[i] += lo, ghi[i] += hi;
-        }
-        // The reference: the exact sum (synthetic.h keeps it exact), in the gradient dtype.
-        const float grad = gd == DType::bf16 ? bf16_value(ref) : ref;
-        if (adam) {
-          adam_element(grad, st.master[e], st.m[e], st.v[e], st.w[e], ac);
-        } else {
-          momentum_element(grad, st.master[e], st.m[e], st.w[e], mc);
-        }
-      }
-      if (q.grads != GradQuant::none)
-        for (size_t b0 = 0; b0 < count; b0 += kGradQuantBlock) {
-          const size_t b1 = std::min(count, b0 + kGradQuantBlock);
-          grad_errors(q.grads, shape, gd, gl, gh, widest, b0, b1, gerr.data());
-          for (size_t i = b0; i < b1; ++i) {
-            const double e = gerr[i - b0] * (1 + 1e-6);
-            glo[i] -= e, ghi[i] += e;
+      // Elements are independent but for qgZ's blocks, so the segment runs on the rank's CPU
+      // threads in whole blocks: ranks x 9 gradients an element and step, on a GPU node's
+      // model sizes, would otherwise take longer than the benchmark it checks.
+      parallel_chunks(count, threads, kGradQuantBlock, kGradQuantBlock, [&](size_t begin, size_t end) {
+        // Every rank's gradient: the reference's at its weight, and the bounds over every weight
+        // the quantized run's backward can see.
+        for (size_t i = begin; i < end; ++i) {
+          const size_t e = at + i;
+          const unsigned mask = low_bits(double(wlo[e]) - werr[e], double(whi[e]) + werr[e]);
+          float ref = 0;
+          glo[i] = ghi[i] = 0;
+          for (int r = 0; r < ranks; ++r) {
+            const uint64_t hash = grad_group_hash(r, t, st.flat[e]);
+            ref += synthetic_grad_hashed(st.w[e], r, ranks, st.flat[e], hash);
+            float lo = INFINITY, hi = -INFINITY;
+            for (unsigned b = 0; b < 8; ++b)
+              if (mask & (1u << b)) {
+                const float g = synthetic_grad_hashed(Bf16{uint16_t(b)}, r, ranks, st.flat[e], hash);
+                lo = std::min(lo, g), hi = std::max(hi, g);
+              }
+            gl[size_t(r) * widest + i] = lo, gh[size_t(r) * widest + i] = hi;
+            glo[i] += lo, ghi[i] += hi;
+          }
+          // The reference: the exact sum (synthetic.h keeps it exact), in the gradient dtype.
+          const float grad = gd == DType::bf16 ? bf16_value(ref) : ref;
+          if (adam) {
+            adam_element(grad, st.master[e], st.m[e], st.v[e], st.w[e], ac);
+          } else {
+            momentum_element(grad, st.master[e], st.m[e], st.w[e], mc);
           }
         }
-      // The optimizer over the box of its inputs: monotone in each, so the corners bound it.
-      for (size_t i = 0; i < count; ++i) {
-        const size_t e = at + i;
-        const float g0 = down(glo[i]), g1 = up(ghi[i]);
-        float& lo = st.lo[e];
-        float& hi = st.hi[e];
-        if (!adam) {
-          const float m0 = mc.beta * st.m_lo[e] + g0 * mc.grad_scale;
-          const float m1 = mc.beta * st.m_hi[e] + g1 * mc.grad_scale;
-          lo = mc.decay * lo - mc.lr * m1;
-          hi = mc.decay * hi - mc.lr * m0;
-          st.m_lo[e] = m0, st.m_hi[e] = m1;
-        } else {
-          const float s0 = g0 * ac.grad_scale, s1 = g1 * ac.grad_scale;
-          const float a0 = s0 <= 0 && s1 >= 0 ? 0.0f : std::min(std::fabs(s0), std::fabs(s1));
-          const float a1 = std::max(std::fabs(s0), std::fabs(s1));
-          const float m0 = ac.beta1 * st.m_lo[e] + ac.one_minus_beta1 * s0;
-          const float m1 = ac.beta1 * st.m_hi[e] + ac.one_minus_beta1 * s1;
-          const float v0 = ac.beta2 * st.v_lo[e] + (ac.one_minus_beta2 * a0) * a0;
-          const float v1 = ac.beta2 * st.v_hi[e] + (ac.one_minus_beta2 * a1) * a1;
-          // adam_master is decay * master - step_size * (m / denom): the ratio's corners, cut to
-          // what Adam can reach, then the master's ends.
-          float r0 = INFINITY, r1 = -INFINITY;
-          for (float mm : {m0, m1})
-            for (float vv : {v0, v1}) {
-              const float ratio = mm / (std::sqrt(vv) * ac.inv_sqrt_bc2 + ac.eps);
-              r0 = std::min(r0, ratio), r1 = std::max(r1, ratio);
+        std::vector<double> gerr(q.grads != GradQuant::none ? kGradQuantBlock : 0);
+        if (q.grads != GradQuant::none)
+          for (size_t b0 = begin; b0 < end; b0 += kGradQuantBlock) {
+            const size_t b1 = std::min(end, b0 + kGradQuantBlock);
+            grad_errors(q.grads, shape, gd, gl, gh, widest, b0, b1, gerr.data());
+            for (size_t i = b0; i < b1; ++i) {
+              const double e = gerr[i - b0] * (1 + 1e-6);
+              glo[i] -= e, ghi[i] += e;
             }
-          r0 = std::max(r0, down(-ratio_bound)), r1 = std::min(r1, up(ratio_bound));
-          lo = ac.decay * lo - ac.step_size * r1;
-          hi = ac.decay * hi - ac.step_size * r0;
-          st.m_lo[e] = m0, st.m_hi[e] = m1, st.v_lo[e] = v0, st.v_hi[e] = v1;
-          widen(&st.v_lo[e], &st.v_hi[e]);
-          st.v_lo[e] = std::max(st.v_lo[e], 0.0f);
+          }
+        // The optimizer over the box of its inputs: monotone in each, so the corners bound it.
+        for (size_t i = begin; i < end; ++i) {
+          const size_t e = at + i;
+          const float g0 = down(glo[i]), g1 = up(ghi[i]);
+          float& lo = st.lo[e];
+          float& hi = st.hi[e];
+          if (!adam) {
+            const float m0 = mc.beta * st.m_lo[e] + g0 * mc.grad_scale;
+            const float m1 = mc.beta * st.m_hi[e] + g1 * mc.grad_scale;
+            lo = mc.decay * lo - mc.lr * m1;
+            hi = mc.decay * hi - mc.lr * m0;
+            st.m_lo[e] = m0, st.m_hi[e] = m1;
+          } else {
+            const float s0 = g0 * ac.grad_scale, s1 = g1 * ac.grad_scale;
+            const float a0 = s0 <= 0 && s1 >= 0 ? 0.0f : std::min(std::fabs(s0), std::fabs(s1));
+            const float a1 = std::max(std::fabs(s0), std::fabs(s1));
+            const float m0 = ac.beta1 * st.m_lo[e] + ac.one_minus_beta1 * s0;
+            const float m1 = ac.beta1 * st.m_hi[e] + ac.one_minus_beta1 * s1;
+            const float v0 = ac.beta2 * st.v_lo[e] + (ac.one_minus_beta2 * a0) * a0;
+            const float v1 = ac.beta2 * st.v_hi[e] + (ac.one_minus_beta2 * a1) * a1;
+            // adam_master is decay * master - step_size * (m / denom): the ratio's corners, cut to
+            // what Adam can reach, then the master's ends.
+            float r0 = INFINITY, r1 = -INFINITY;
+            for (float mm : {m0, m1})
+              for (float vv : {v0, v1}) {
+                const float ratio = mm / (std::sqrt(vv) * ac.inv_sqrt_bc2 + ac.eps);
+                r0 = std::min(r0, ratio), r1 = std::max(r1, ratio);
+              }
+            r0 = std::max(r0, down(-ratio_bound)), r1 = std::min(r1, up(ratio_bound));
+            lo = ac.decay * lo - ac.step_size * r1;
+            hi = ac.decay * hi - ac.step_size * r0;
+            st.m_lo[e] = m0, st.m_hi[e] = m1, st.v_lo[e] = v0, st.v_hi[e] = v1;
+            widen(&st.v_lo[e], &st.v_hi[e]);
+            st.v_lo[e] = std::max(st.v_lo[e], 0.0f);
+          }
+          widen(&st.m_lo[e], &st.m_hi[e]);
+          widen(&lo, &hi);
         }
-        widen(&st.m_lo[e], &st.m_hi[e]);
-        widen(&lo, &hi);
-      }
+      });
     }
   }
   out->ref.weights = std::move(st.w);

@@ -37,10 +37,12 @@ struct BoundedState {
 // range (it depends on the weight's low three bits, kernels/synthetic.h); qgZ's quantization,
 // sums and requantization with the amaxes of those gradients; and the optimizer (FP32 math
 // monotone in each input, so its extremes lie at the corners of the inputs' box), each bound
-// widened by two FP32 ulps for a GPU's fused multiply-adds.
+// widened by two FP32 ulps for a GPU's fused multiply-adds. Runs on `threads` CPU threads (0:
+// all); the result does not depend on how many.
 Status bounded_reference(const StageConfig& config, const QuantShape& shape, int64_t steps,
                          const std::vector<Segment>& segments,
-                         const std::function<Status(std::vector<double>*)>& max_over_ranks, BoundedState* out);
+                         const std::function<Status(std::vector<double>*)>& max_over_ranks, int threads,
+                         BoundedState* out);
 
 // The final state against the bounds: elements whose BF16 weight or FP32 master lies outside,
 // and the error of the final weights against the unquantized reference as sums a caller
