@@ -104,6 +104,18 @@ limit=150
 # started: it fails as not run. A check --only leaves out says SKIP and returns 1 (nothing
 # that needs its results follows), without counting as a failure.
 always="configure build sm90_sass mpi_singleton" named=""
+# stamp LOG TIMES: copies its input to LOG and, to TIMES, each line after the seconds since the
+# first: a benchmark's row is printed as it ends, so the gaps are what each benchmark took,
+# setup and check included (what the run table's cost model prices).
+stamp() {
+  local t0=${EPOCHREALTIME/./} line us
+  : >"$2"
+  while IFS= read -r line || [[ -n $line ]]; do
+    printf '%s\n' "$line"
+    us=$((${EPOCHREALTIME/./} - t0))
+    printf '%d.%03d\t%s\n' $((us / 1000000)) $((us / 1000 % 1000)) "$line" >>"$2"
+  done >"$1"
+}
 check() {
   local name=$1 t0=$SECONDS rc left=$((budget - (SECONDS - t_start) - 10))
   shift
@@ -118,8 +130,8 @@ check() {
     return 1
   fi
   local cap=$((left < limit ? left : limit))
-  timeout -k 5 "$cap" "$@" >"$logs/$name.log" 2>&1
-  rc=$?
+  timeout -k 5 "$cap" "$@" 2>&1 | stamp "$logs/$name.log" "$logs/$name.times"
+  rc=${PIPESTATUS[0]}
   check_s=$((SECONDS - t0))
   if ((rc == 0)); then
     say "PASS $name ($((SECONDS - t0)) s)"
