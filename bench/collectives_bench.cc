@@ -3,6 +3,7 @@
 
 #include <sys/resource.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "harness/core/stats.h"
 #include "harness/driver/node_window.h"
 #include "kernels/pattern.h"
+#include "kernels/thread_pool.h"
 
 namespace zb {
 namespace {
@@ -57,27 +59,41 @@ double a2a_value(int from, int to, uint64_t k) {
   return double(int64_t((uint64_t(from) * 131 + uint64_t(to) * 31 + k * 7) % 251) - 125);
 }
 
-// Fills this rank's input; the all-gather's block is its slice of the global index space.
-void fill_input(const Shape& s, void* host, int rank, int ranks) {
-  if (s.op == Coll::all_to_all) {
-    for (uint64_t i = 0; i < s.in_count; ++i)
-      store_element(host, s.dtype, i, a2a_value(rank, int(i / s.peer_block), i % s.peer_block));
-    return;
-  }
-  uint64_t first = s.op == Coll::all_gather ? uint64_t(rank) * s.in_count : 0;
-  fill_pattern(host, s.dtype, s.in_count, rank, first, ranks);
+// The host's element loops (fill, poison, check) on the rank's CPU threads: element by element
+// they cost more than the collective they check at a GPU's sizes (256 MiB: 2 s on one thread).
+template <class Body>
+void host_elements(uint64_t count, int threads, Body&& body) {
+  parallel_chunks(size_t(count), threads, 64, size_t(1) << 16, body);
 }
 
-uint64_t count_wrong(const Shape& s, const void* host, int rank, int ranks) {
-  uint64_t wrong = 0;
-  for (uint64_t i = 0; i < s.out_count; ++i) {
-    double expect = 0;
-    if (s.op == Coll::all_reduce) expect = pattern_sum(i, ranks);
-    else if (s.op == Coll::reduce_scatter) expect = pattern_sum(uint64_t(rank) * s.out_count + i, ranks);
-    else if (s.op == Coll::all_to_all) expect = a2a_value(int(i / s.peer_block), rank, i % s.peer_block);
-    else expect = pattern_value(int(i / s.in_count), i, ranks);
-    wrong += load_element(host, s.dtype, i) != expect;
-  }
+// Fills this rank's input; the all-gather's block is its slice of the global index space.
+void fill_input(const Shape& s, void* host, int rank, int ranks, int threads) {
+  const size_t esz = dtype_size(s.dtype);
+  const uint64_t first = s.op == Coll::all_gather ? uint64_t(rank) * s.in_count : 0;
+  host_elements(s.in_count, threads, [&](size_t begin, size_t end) {
+    if (s.op != Coll::all_to_all) {
+      fill_pattern(static_cast<char*>(host) + begin * esz, s.dtype, end - begin, rank, first + begin, ranks);
+      return;
+    }
+    for (uint64_t i = begin; i < end; ++i)
+      store_element(host, s.dtype, i, a2a_value(rank, int(i / s.peer_block), i % s.peer_block));
+  });
+}
+
+uint64_t count_wrong(const Shape& s, const void* host, int rank, int ranks, int threads) {
+  std::atomic<uint64_t> wrong{0};
+  host_elements(s.out_count, threads, [&](size_t begin, size_t end) {
+    uint64_t here = 0;
+    for (uint64_t i = begin; i < end; ++i) {
+      double expect = 0;
+      if (s.op == Coll::all_reduce) expect = pattern_sum(i, ranks);
+      else if (s.op == Coll::reduce_scatter) expect = pattern_sum(uint64_t(rank) * s.out_count + i, ranks);
+      else if (s.op == Coll::all_to_all) expect = a2a_value(int(i / s.peer_block), rank, i % s.peer_block);
+      else expect = pattern_value(int(i / s.in_count), i, ranks);
+      here += load_element(host, s.dtype, i) != expect;
+    }
+    wrong += here;
+  });
   return wrong;
 }
 
@@ -163,7 +179,8 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   ZB_RETURN_IF_ERROR(Buffer::allocate(kind, slots * (setup.in_place ? full_bytes : out_bytes), &out_buf));
   ZB_RETURN_IF_ERROR(Buffer::allocate(MemKind::host, in_bytes, &host_in));
   ZB_RETURN_IF_ERROR(Buffer::allocate(MemKind::host, out_bytes, &host_out));
-  fill_input(s, host_in.data(), rank, n);
+  const int threads = driver.cpu_threads_per_rank();
+  fill_input(s, host_in.data(), rank, n, threads);
   if (driver.faults().corrupt_rank == comm.rank())
     store_element(host_in.data(), s.dtype, s.in_count / 2, 1.0);  // off the pattern
   auto input = [&](uint64_t k) {
@@ -264,14 +281,16 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   // cannot pass on the previous iteration's result.
   if (setup.check) {
     call = 0;  // into the first slot, on the first slot's input
-    fill_poison(host_out.data(), s.dtype, s.out_count);
+    host_elements(s.out_count, threads, [&](size_t begin, size_t end) {
+      fill_poison(host_out.as<char>() + begin * esz, s.dtype, end - begin);
+    });
     ZB_RETURN_IF_ERROR(copy_bytes(output(0), kind, host_out.data(), MemKind::host, out_bytes));
     // In place the timed calls left their results over the input: it is laid down again (an
     // all-gather's own block inside the poisoned output, the rest of which a peer must fill).
     if (setup.in_place) ZB_RETURN_IF_ERROR(copy_bytes(input(0), kind, host_in.data(), MemKind::host, in_bytes));
     ZB_RETURN_IF_ERROR(once());
     ZB_RETURN_IF_ERROR(copy_bytes(host_out.data(), MemKind::host, output(0), kind, out_bytes));
-    out->wrong = driver.sum_over_ranks(double(count_wrong(s, host_out.data(), rank, n)));
+    out->wrong = driver.sum_over_ranks(double(count_wrong(s, host_out.data(), rank, n, threads)));
   }
   // The busiest rank's socket writes: a non-ring algorithm shows up as excess there.
   double measured = driver.max_over_ranks(a1.write_bytes);
