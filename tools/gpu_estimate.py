@@ -5,6 +5,7 @@ model priced for nccl at 8 ranks, and the same model priced for each of the chec
 
 import argparse
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,6 +26,50 @@ def read_runs(path):
             name, seconds, binary, args = parts
             runs.append((name, float(seconds), binary, args.split()))
     return runs
+
+
+def benchmark_seconds(path):
+    """Each benchmark's own seconds from a check's stamped output (gpu_check.sh's NAME.times:
+    seconds, a tab, the line): Google Benchmark prints a row as its benchmark ends, so a row's
+    time less the one before is that benchmark's, set-up and check included. The table's head
+    waits for the first row (it names the counters), so the first benchmark starts at the line
+    before it. Aggregate rows of repetitions end no benchmark and are left out."""
+    out, last, before = [], None, 0.0
+    with open(path) as f:
+        for line in f:
+            stamp, _, text = line.rstrip("\n").partition("\t")
+            t = float(stamp)
+            if last is None:
+                if text.startswith("----"):
+                    last = before
+                before = t
+            elif "/" in text and not text[:1].isspace() and not text.startswith("#"):
+                name = text.split()[0]
+                if name.rsplit("_", 1)[-1] in ("mean", "median", "stddev", "cv"):
+                    continue
+                out.append(t - last)
+                last = t
+    return out
+
+
+def sized_words(words, times):
+    """A run that names its model by shape (--model=gpt:...) and not by --params: the cost model
+    reads --params, so it takes the count and the layers the binary's own rows name."""
+    if not any(w.startswith("--model=") for w in words) or any(w.startswith("--params=") for w in words):
+        return words
+    if os.path.exists(times):
+        with open(times) as f:
+            for line in f:
+                params = re.search(r"/params:([0-9]+)/", line)
+                layers = re.search(r"/layers:([0-9]+)/", line)
+                if params and layers:
+                    return words + [f"--params={params.group(1)}", f"--layers={layers.group(1)}"]
+    return words
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
 
 
 def default_run_s(table, ranks):
@@ -67,10 +112,18 @@ def main(argv=None):
     for name, seconds, binary, words in runs:
         if not hasattr(run_cost.Model, binary):
             continue
+        times = os.path.join(os.path.dirname(o.runs), f"nccl_{name}.times")
+        words = sized_words(words, times)
         _, s = run_cost.estimate(binary, words, "single", 1, 1, table.machine["nccl"], table.cost)
         model_s += s
         measured_s += seconds
-        print(f"  {name}: model {s:.1f} s at one rank, took {seconds:.0f} s")
+        line = f"  {name}: model {s:.1f} s at one rank, took {seconds:.0f} s"
+        rows = benchmark_seconds(times) if os.path.exists(times) else []
+        if rows:
+            each = run_cost.per_benchmark(binary, words, "single", 1, 1, table.machine["nccl"], table.cost)
+            line += (f"; a benchmark: model {median(each):.2f} s, took {median(rows):.2f} s "
+                     f"(medians of {len(each)} and {len(rows)})")
+        print(line)
     if model_s == 0:
         print("no GPU run of this check passed to hold the model against")
     else:

@@ -6,8 +6,11 @@ steps, the traced step, the split into compute alone and communication alone (3 
 each per iteration), the check against the reference, the bandwidth probes. A step costs its
 compute (sleep and spin take what they say; a GEMM its flops at the machine's rate), its bytes on
 the link (ring: 2(N-1)/N of a buffer per all-reduce, (N-1)/N per reduce-scatter or all-gather)
-and the optimizer's bytes through memory. The model is a sizing tool: run_all.py prints its
-estimate, then the actual time, and scales the next estimate by the ratio the last run found."""
+and the optimizer's bytes through memory. What the host does around it (setting up the state,
+the references the checks compare with, the checks themselves) moves at the host's own rate,
+which on a GPU node is the CPU's, not the GPU memory's. The model is a sizing tool: run_all.py
+prints its estimate, then the actual time, and scales the next estimate by the ratio the last
+run found."""
 
 import math
 import re
@@ -130,7 +133,7 @@ class Model:
             for footprint in footprints if op in spread_ops else [0]:
                 for b in sizes:
                     one = self.ring_s(b, passes, bw)
-                    check = c["check_passes"] * b / self.m["mem_Bps"] + one
+                    check = c["check_passes"] * b / self.m["host_Bps"] + one
                     out.append((1, self.m["bench_s"] + timings * steps * one + check + footprint / self.m["mem_Bps"]))
         return out
 
@@ -143,15 +146,22 @@ class Model:
         own = self.c["zb_zero"]["own_quantization"]
         return sum(1 if s in own else both for s in stages)
 
+    def quantized_split(self, f):
+        """(benchmarks checked plainly, benchmarks checked against the quantized interval)."""
+        total = self.configurations(f)
+        quantizes = f.has("quantize-weights") or f.has("quantize-grads")
+        own = sum(1 for s in f.items("stages", []) if s in self.c["zb_zero"]["own_quantization"])
+        quantized = total if quantizes else own
+        return total - quantized, quantized
+
     def zb_zero(self, f, bw):
         c = self.c["zb_zero"]
         psi, layers = f.number("params", 16e6), f.number("layers", 16)
-        stages = self.configurations(f)
         steps = self.steps(f, 10, 2)
         comm = self.ring_s(c["volume_psi"] * psi * GRAD_BYTES / 2, 2, bw)
         update = psi * ADAM_BYTES / self.n / self.m["mem_Bps"]
-        setup = psi * c["state_bytes"] * 2 / self.m["mem_Bps"]
-        check = steps * psi * c["check_bytes"] / self.m["mem_Bps"]
+        setup = psi * c["state_bytes"] * 2 / self.m["host_Bps"]
+        check = steps * psi * c["check_bytes"] / self.m["host_Bps"]
         spec = f.text("compute", "none")
         sweep = f.items("compute-sweep", [])
         kind = "spin" if spec.startswith("spin") else "sleep"
@@ -164,8 +174,14 @@ class Model:
             # timed + traced, then the split: 3 rounds per iteration, each an untimed step of its
             # kind and a timed one (full, communication alone, compute alone)
             t = (steps + traced + 2 * steps) * full + 2 * steps * (comm + update) + 2 * steps * comp
-            t += setup + (0 if sweep else check) + self.m["bench_s"]
-            out.append((stages, t))
+            t += setup + self.m["bench_s"]
+            plain, quantized = self.quantized_split(f)
+            if plain:
+                out.append((plain, t + (0 if sweep else check)))
+            if quantized:
+                # The quantized check carries an interval through every rank's gradient at each
+                # weight its bound allows: several times the plain reference's work.
+                out.append((quantized, t + (0 if sweep else check * c["quantized_check_factor"])))
         return out
 
     def zb_pipeline(self, f, bw):
@@ -179,14 +195,14 @@ class Model:
         spec = f.text("compute", "none")
         per_layer = compute_step_s(spec, psi_s / (layers / pp), 1, self.m)  # one layer, fwd + bwd
         update = psi_s * ADAM_BYTES / self.n / self.m["mem_Bps"]
-        setup = psi_s * c["state_bytes"] * 2 / self.m["mem_Bps"]
+        setup = psi_s * c["state_bytes"] * 2 / self.m["host_Bps"]
         out = []
         for m in (int(x) for x in f.items("microbatches", ["4"])):
             comp = m * per_layer * layers / pp + (pp - 1) * per_layer * layers / (pp * chunks)
             comm = self.ring_s((c["volume_psi"] + c["volume_psi_per_microbatch"] * m) * psi_s * GRAD_BYTES / 2,
                                2, bw)
             full = max(comp, comm) + update
-            check = steps * m * psi_s * c["check_bytes"] / self.m["mem_Bps"]
+            check = steps * m * psi_s * c["check_bytes"] / self.m["host_Bps"]
             t = (steps + (1 if f.has("trace") else 0)) * full + setup + check + self.m["bench_s"]
             if split:
                 t += 2 * steps * full + 2 * steps * (comm + update) + 2 * steps * comp + 2 * steps * comm
@@ -218,7 +234,7 @@ class Model:
                     comm, moved = 0.0, psi * GRAD_BYTES / copy
                     alone = 0.0
                 limits = steps * 3 * c["copies"] * psi / max(chunks, 1) * GRAD_BYTES / copy
-                setup = psi * c["state_bytes"] / self.m["mem_Bps"]
+                setup = psi * c["state_bytes"] / self.m["host_Bps"]
                 t = steps * (comp + comm + moved) + alone + limits + setup + self.m["bench_s"]
                 out.append((slots, t))
         return out
@@ -249,7 +265,8 @@ class Model:
             p = f.number("step-params", 16 * 2 ** 20)
             stages = len(f.items("stages", [""] * c["stages"]))
             one = (self.ring_s(p * GRAD_BYTES, 1, bw) * 2 + p / self.n * ADAM_BYTES / mem)
-            t = (steps + c["check_steps"]) * one + p * c["state_bytes"] / mem + self.m["bench_s"]
+            host = p * (c["state_bytes"] + c["check_steps"] * c["check_bytes"]) / self.m["host_Bps"]
+            t = (steps + c["check_steps"]) * one + host + self.m["bench_s"]
             out.append((kinds * grads * stages, t))
         return out
 
@@ -300,7 +317,7 @@ def check_terms(table):
             errors.append(f"run {run.label}: no cost model for binary {run.binary}")
     for backend, machine in table.machine.items():
         for key in ("launch_s", "single_s", "bench_s", "latency_s", "link_Bps", "wire_Bps", "mem_Bps",
-                    "copy_Bps", "flops", "sleep_factor", "optimizer_max_params"):
+                    "host_Bps", "copy_Bps", "flops", "sleep_factor", "optimizer_max_params"):
             v = machine.get(key)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
                 errors.append(f"machine.{backend}.{key} must be a number > 0, not {v!r}")

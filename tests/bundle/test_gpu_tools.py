@@ -133,3 +133,33 @@ def test_gpu_estimate_is_the_plan_of_8_gpus_scaled_by_this_gpus_runs(tmp_path):
     runs.write_text("zero\t40\n")
     r = run(sys.executable, os.path.join(TOOLS, "gpu_estimate.py"), runs)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_gpu_estimate_times_each_benchmark_from_the_stamped_rows(tmp_path):
+    """A row's stamp less the one before is one benchmark's time; the first starts at the line
+    before the table's head (printed with the first row); aggregate rows end no benchmark."""
+    (tmp_path / "runs.tsv").write_text("zero\t12\tzb_zero\t--model=gpt:layers=2,hidden=64 --iters=5 --warmup=2\n")
+    rule = "-" * 40
+    (tmp_path / "nccl_zero.times").write_text("\n".join([
+        "0.500\tRunning build-gpu/bin/zb_zero", "1.000\tworld_size: 1",
+        f"4.000\t{rule}", "4.000\tBenchmark    Time   CPU   Iterations", f"4.000\t{rule}",
+        "4.000\tzero/stage:dp/params:1000000/layers:2/manual_time   1 ms",
+        "7.500\tzero/stage:z1/params:1000000/layers:2/manual_time   1 ms",
+        "7.500\tzero/stage:z1/params:1000000/layers:2/manual_time_median   1 ms",
+        "10.000\tzero/stage:z2/params:1000000/layers:2/manual_time   1 ms",
+        "10.100\t# bytes/param measured: a note under the table"]) + "\n")
+    sys.path.insert(0, TOOLS)
+    import gpu_estimate
+    import run_cost
+    import run_table
+    assert gpu_estimate.benchmark_seconds(tmp_path / "nccl_zero.times") == [3.0, 3.5, 2.5]
+    r = run(sys.executable, os.path.join(TOOLS, "gpu_estimate.py"), tmp_path / "runs.tsv")
+    assert r.returncode == 0, r.stderr
+    # The model is priced at the parameters and layers the rows name, not the default 16e6.
+    table = run_table.load()
+    words = "--model=gpt:layers=2,hidden=64 --iters=5 --warmup=2 --params=1000000 --layers=2".split()
+    each = run_cost.per_benchmark("zb_zero", words, "single", 1, 1, table.machine["nccl"], table.cost)
+    _, model = run_cost.estimate("zb_zero", words, "single", 1, 1, table.machine["nccl"], table.cost)
+    line = next(x for x in r.stdout.splitlines() if x.strip().startswith("zero:"))
+    assert line.strip() == (f"zero: model {model:.1f} s at one rank, took 12 s; a benchmark: model "
+                            f"{gpu_estimate.median(each):.2f} s, took 3.00 s (medians of {len(each)} and 3)"), line

@@ -148,6 +148,21 @@ def test_the_model_matches_the_full_runs_times_measured_here():
         assert 0.67 < est / seconds < 1.5, (label, est, seconds)
 
 
+def test_the_model_matches_a_gpu_checks_runs():
+    # tools/gpu_check.sh on one H200 (2026-12-04), whole runs at one rank: nearly all host work
+    # (set-up, references, checks), which host_Bps and the quantized check's factor price.
+    measured = {
+        ("zb_zero", "--params=64e6 --layers=16 --iters=5 --warmup=2"): 20,
+        ("zb_zero", "--params=16e6 --layers=16 --stages=z2,z3,zpp --quantize-weights=int8,fp8 "
+                    "--quantize-grads=int4 --iters=3 --warmup=1"): 14,
+        ("zb_optimizer", "--min-params=16777216 --max-params=268435456 --step-factor=4 "
+                         "--step-params=67108864 --iters=10 --warmup=3"): 59,
+    }
+    for (binary, args), seconds in measured.items():
+        _, est = run_cost.estimate(binary, args.split(), "single", 1, 1, TABLE.machine["nccl"], TABLE.cost)
+        assert 0.67 < est / seconds < 1.5, (binary, args, est, seconds)
+
+
 def figure_stems():
     """The figures plots/fig_*.py save, by the stem they pass to save()."""
     stems = set()
