@@ -108,6 +108,10 @@ class Replay {
       p_.exposed_s += fast_to - fast_from;
       p_.skew_wait_s += std::clamp(d.issued - fast_from, 0.0, fast_to - fast_from);
       if (d.at > clock_) {
+        // The hand-off holds the stream too: on CPUs the communication thread wakes the waiter
+        // on the cores it shares with it, on GPUs the host that launches the next collective
+        // is the one waking. A collective queued behind starts after it, not under it.
+        if (!queue_.empty()) queue_.front().ready = std::max(queue_.front().ready, ready);
         span("wait", Track::wait, clock_, ready);
         drain(ready, 1);
         clock_ = ready;

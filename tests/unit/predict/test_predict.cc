@@ -179,6 +179,24 @@ TEST(Simulate, AWaitThatBlocksPaysTheHandOffAndOneThatFindsItDoneDoesNot) {
   EXPECT_DOUBLE_EQ(p.comm_s, 1 + 0.5 + 3 + 0.5);
 }
 
+TEST(Simulate, AQueuedCollectiveStartsAfterTheHandOffOfTheOneAWaiterBlockedOn) {
+  // z3's prefetch: the next gather is issued before waiting for this one. The blocked wait's
+  // hand-off (0.5 s) holds the stream as it wakes the waiter, so the queued 2 s collective runs
+  // from t=1.5, not from t=1: the host that wakes and the engine that runs the stream are one.
+  ScheduleLog log;
+  log.step();
+  log.issue(1, coll(1));  // t=0 to t=1
+  log.issue(2, coll(2));  // queued: t=1.5 to t=3.5
+  log.wait(1);            // blocked until t=1.5
+  log.wait(2);            // blocked until t=4
+  log.compute("update", 0);
+  StepPrediction p = replay(log, 0.5);
+  EXPECT_DOUBLE_EQ(p.comm_s, 1 + 0.5 + 2 + 0.5);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 4.0);
+  EXPECT_DOUBLE_EQ(p.step_s, 5.0);
+  EXPECT_DOUBLE_EQ(p.stream_s, 3.0);
+}
+
 TEST(Simulate, OnlyACollectiveIssuedToAStreamIdleLongEnoughWakesLate) {
   // Woken after 0.5 s idle, a collective starts 0.25 s late.
   auto woken = [](const ScheduleOp& op) { return op.what == "backward" ? 2.0 : 1.0; };
