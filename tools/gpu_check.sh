@@ -104,8 +104,8 @@ limit=150
 # started: it fails as not run. A check --only leaves out says SKIP and returns 1 (nothing
 # that needs its results follows), without counting as a failure.
 always="configure build sm90_sass mpi_singleton" named=""
-# stamp LOG TIMES: copies its input to LOG and, to TIMES, each line after the seconds since the
-# first: a benchmark's row is printed as it ends, so the gaps are what each benchmark took,
+# stamp LOG TIMES: copies its input to LOG and, to TIMES, each line after the seconds since it
+# started: a benchmark's row is printed as it ends, so the gaps are what each benchmark took,
 # setup and check included (what the run table's cost model prices).
 stamp() {
   local t0=${EPOCHREALTIME/./} line us

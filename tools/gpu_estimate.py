@@ -6,6 +6,7 @@ model priced for nccl at 8 ranks, and the same model priced for each of the chec
 import argparse
 import os
 import re
+import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -67,11 +68,6 @@ def sized_words(words, times):
     return words
 
 
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
-
-
 def default_run_s(table, ranks):
     """{family: seconds} of the default run for nccl at `ranks`, from the cost model alone."""
     machine, reps = table.machine["nccl"], table.repetitions["default"]
@@ -121,7 +117,8 @@ def main(argv=None):
         rows = benchmark_seconds(times) if os.path.exists(times) else []
         if rows:
             each = run_cost.per_benchmark(binary, words, "single", 1, 1, table.machine["nccl"], table.cost)
-            line += (f"; a benchmark: model {median(each):.2f} s, took {median(rows):.2f} s "
+            model_one, took_one = statistics.median(each), statistics.median(rows)
+            line += (f"; a benchmark: model {model_one:.2f} s, took {took_one:.2f} s "
                      f"(medians of {len(each)} and {len(rows)})")
         print(line)
     if model_s == 0:
