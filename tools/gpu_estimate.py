@@ -44,9 +44,11 @@ def benchmark_seconds(path):
                 if text.startswith("----"):
                     last = before
                 before = t
-            elif "/" in text and not text[:1].isspace() and not text.startswith("#"):
+            elif text[:1].strip() and not text.startswith("#"):
+                # A row's first word is the benchmark's name, with its arguments after slashes;
+                # a binary's own table after Google Benchmark's has plain names.
                 name = text.split()[0]
-                if name.rsplit("_", 1)[-1] in ("mean", "median", "stddev", "cv"):
+                if "/" not in name or name.rsplit("_", 1)[-1] in ("mean", "median", "stddev", "cv"):
                     continue
                 out.append(t - last)
                 last = t

@@ -220,6 +220,9 @@ class Model:
         kind = "spin" if spec.startswith("spin") else "sleep"
         points = [f"{kind}:{us}" for us in f.items("compute-sweep", [])] or [spec]
         copy = self.m["copy_Bps"]
+        # The gradients' optimizer runs where --optimizer-on says: on the host, at the host's rate.
+        update_Bps = self.m["host_Bps"] if f.text("optimizer-on", "host") == "host" else self.m["mem_Bps"]
+        check = 0 if f.has("no-check") else steps * psi * c["check_bytes"] / self.m["host_Bps"]
         out = []
         for fam in families:
             for p in points:
@@ -227,7 +230,7 @@ class Model:
                 if fam == "grads":
                     comp = mb * chunks * unit
                     comm = mb * self.ring_s(psi * GRAD_BYTES, 1, bw)
-                    moved = mb * psi / self.n * GRAD_BYTES / copy + psi / self.n * ADAM_BYTES / self.m["mem_Bps"]
+                    moved = mb * psi / self.n * GRAD_BYTES / copy + psi / self.n * ADAM_BYTES / update_Bps
                     alone = steps * (unit + (comm + moved) / (mb * chunks) * 3)
                 else:
                     comp = layers * unit
@@ -235,7 +238,7 @@ class Model:
                     alone = 0.0
                 limits = steps * 3 * c["copies"] * psi / max(chunks, 1) * GRAD_BYTES / copy
                 setup = psi * c["state_bytes"] / self.m["host_Bps"]
-                t = steps * (comp + comm + moved) + alone + limits + setup + self.m["bench_s"]
+                t = steps * (comp + comm + moved) + alone + limits + setup + check + self.m["bench_s"]
                 out.append((slots, t))
         return out
 

@@ -148,7 +148,8 @@ def test_gpu_estimate_times_each_benchmark_from_the_stamped_rows(tmp_path):
         "7.500\tzero/stage:z1/params:1000000/layers:2/manual_time   1 ms",
         "7.500\tzero/stage:z1/params:1000000/layers:2/manual_time_median   1 ms",
         "10.000\tzero/stage:z2/params:1000000/layers:2/manual_time   1 ms",
-        "10.100\t# bytes/param measured: a note under the table"]) + "\n")
+        "10.100\t# bytes/param measured: a note under the table",
+        "10.100\tzero_own_table      1  none   16.0/16.0  (the binary's own table, not a row)"]) + "\n")
     sys.path.insert(0, TOOLS)
     import gpu_estimate
     import run_cost
