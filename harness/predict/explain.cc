@@ -99,11 +99,19 @@ Explanation explain(const std::vector<OpTiming>& predicted, const MeasuredStep& 
   const size_t colls = std::min(issues.size(), m.colls.size());
   std::string table = "# collective  op  bytes  predicted: issued  start  ms  measured: issued  start  ms\n";
   double prev_end = -INFINITY;
+  // Per op (the name's first word): how much longer, over how many, measured over predicted.
+  struct OpSum {
+    double measured = 0, predicted = 0;
+    int count = 0;
+  };
+  std::map<std::string, OpSum> by_op;
   for (size_t k = 0; k < colls; ++k) {
     const OpTiming& p = *issues[k];
     const MeasuredStep::Coll& c = m.colls[k];
     k_of_log[c.log] = k, k_of_seq[p.seq] = k;
     x.collective_s += (c.end_s - c.start_s) - (p.end_s - p.start_s);
+    OpSum& o = by_op[c.name.substr(0, c.name.find(' '))];
+    o.measured += c.end_s - c.start_s, o.predicted += p.end_s - p.start_s, ++o.count;
     x.late_start_s += std::max(0.0, c.start_s - std::max(c.issue_s, prev_end));
     prev_end = c.end_s;
     table += "  " + std::to_string(k) + "  " + c.name + "  " + ms(p.issue_s) + "  " + ms(p.start_s) + "  " +
@@ -134,10 +142,22 @@ Explanation explain(const std::vector<OpTiming>& predicted, const MeasuredStep& 
   for (const OpTiming* p : waits) x.exposed_predicted_s += p->end_s - p->start_s;
   if (whole) x.exposed_predicted_s = whole->exposed_s, x.skew_s -= whole->skew_wait_s;
   x.table = table;
-  // The causes, largest first.
+  // The causes, largest first; the collectives' split by op, the largest difference first.
+  std::vector<std::pair<std::string, OpSum>> ops(by_op.begin(), by_op.end());
+  std::stable_sort(ops.begin(), ops.end(), [](auto& a, auto& b) {
+    return std::fabs(a.second.measured - a.second.predicted) > std::fabs(b.second.measured - b.second.predicted);
+  });
+  std::string per_op;
+  for (const auto& [op, o] : ops) {
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2fx", o.predicted > 0 ? o.measured / o.predicted : NAN);
+    per_op += std::string(per_op.empty() ? " (" : ", ") + op + " " + ms(o.measured - o.predicted) + " ms over " +
+              std::to_string(o.count) + " at " + ratio;
+  }
+  if (!per_op.empty()) per_op += ")";
   std::vector<std::pair<double, std::string>> causes = {
       {x.compute_s, "compute the replay does not model (measured compute minus --compute's)"},
-      {x.collective_s, "collectives longer on the stream than the sweep's times"},
+      {x.collective_s, "collectives longer on the stream than the sweep's times" + per_op},
       {x.late_start_s, "collectives that started after they were issued and the stream was free"},
       {x.skew_s, "waits for a late rank to issue"},
       {x.handoff_s, "wake-ups after a blocking wait's collective beyond the modelled hand-off"}};

@@ -66,6 +66,8 @@ TEST(Explain, LinesUpEveryOpAndSumsTheDifferencesByCause) {
   EXPECT_LT(compute, coll);
   EXPECT_LT(coll, skew);
   EXPECT_EQ(x.causes.find("hand-off"), std::string::npos);  // fourth: not named
+  // The collectives' part, by op: the one all-reduce took 1.4 s where 1 s was priced.
+  EXPECT_NE(x.causes.find("sweep's times (all_reduce 400.000 ms over 1 at 1.40x)"), std::string::npos) << x.causes;
 
   // A replay whose faster rank waited 1.7 s, 0.2 s of it for the late one: that rank's exposed
   // time is the prediction, and only the measured skew beyond 0.2 s is left to explain.
