@@ -259,11 +259,14 @@ run_path hier zb_collectives --ops=hier_all_reduce --min-bytes=1K --max-bytes=25
   --iters=10 --warmup=3
 # A training step of every stage (hsdp and hpz on the split communicators): device memory from
 # cudaMemGetInfo, the final state checked bit for bit against the reference.
-run_path zero zb_zero --params=64e6 --layers=16 --iters=5 --warmup=2
+# Its round with communication alone traced (results/trace_comm_STAGE.json), for --explain.
+run_path zero zb_zero --params=64e6 --layers=16 --iters=5 --warmup=2 --trace="$res/trace_comm.json" \
+  --trace-round=comm
 # The same steps predicted from the collective sweep above (one GPU: NCCL's own copies), held
-# against what was measured (results/predict.json has comm_error per stage).
+# against what was measured (results/predict.json has comm_error per stage), and lined up
+# against that trace: logs/nccl_predict.log names where each stage's difference comes from.
 run_path predict zb_predict --sweep="$res/collectives.json" --params=64e6 --layers=16 \
-  --measured="$res/zero.json"
+  --measured="$res/zero.json" --explain
 # The same steps predicted from nccl-tests' own sweeps (-J JSON) at one GPU: its programs as
 # the bundle carries them (tools/gpu_bundle.sh --nccl-tests-src) or as the user points at them,
 # loading the NCCL zerobench was built with. nccl-tests times no hand-off: zb_predict's

@@ -120,12 +120,21 @@ def zero(results, logs):
     return out or ["zero: n/a (no stages in zero.json)"]
 
 
+# zb_predict --explain's parts of the difference (measured minus predicted), as the check names them.
+EXPLAINED = (("explain_collective_s", "collectives"), ("explain_late_start_s", "late starts"),
+             ("explain_handoff_s", "hand-offs"))
+
+
 def predicted(results, name, what):
     out = []
     for stage, c in per_stage(results, name):
-        out.append(f"{what} {stage}: comm {num(c.get('comm_s_predicted', math.nan) * 1e3, '.3f')} ms predicted, "
-                   f"{num(c.get('comm_s_measured', math.nan) * 1e3, '.3f')} measured "
-                   f"(comm_error {num(c.get('comm_error', math.nan), '+.3f')})")
+        line = (f"{what} {stage}: comm {num(c.get('comm_s_predicted', math.nan) * 1e3, '.3f')} ms predicted, "
+                f"{num(c.get('comm_s_measured', math.nan) * 1e3, '.3f')} measured "
+                f"(comm_error {num(c.get('comm_error', math.nan), '+.3f')})")
+        parts = [(label, c[key]) for key, label in EXPLAINED if isinstance(c.get(key), (int, float))]
+        if parts:
+            line += "; explained: " + ", ".join(f"{label} {num(v * 1e3, '+.3f')} ms" for label, v in parts)
+        out.append(line)
     return out or [f"{what}: n/a (no stages in {name})"]
 
 

@@ -164,3 +164,11 @@ def test_figures_of_both_predictions_or_one_line_without_nccl_tests(tmp_path):
     predictions(res / "predict_nccl_tests.json", -0.08)
     out = run(sys.executable, os.path.join(TOOLS, "gpu_summary.py"), res, logs).stdout.splitlines()
     assert "predict from nccl-tests dp: comm 1.840 ms predicted, 2.000 measured (comm_error -0.080)" in out
+    # With --explain's counters, the line says what the difference is made of.
+    data = json.loads((res / "predict.json").read_text())
+    for b in data["benchmarks"]:
+        b.update(explain_collective_s=0.0004, explain_late_start_s=-0.00005, explain_handoff_s=0.0)
+    (res / "predict.json").write_text(json.dumps(data))
+    out = run(sys.executable, os.path.join(TOOLS, "gpu_summary.py"), res, logs).stdout.splitlines()
+    assert ("predict from zb_collectives z3: comm 2.100 ms predicted, 2.000 measured (comm_error +0.050); "
+            "explained: collectives +0.400 ms, late starts -0.050 ms, hand-offs +0.000 ms") in out
