@@ -5,13 +5,14 @@ model priced for nccl at 8 ranks, and the same model priced for each of the chec
 
 import argparse
 import os
-import re
 import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "plots"))
 
+import gbjson  # noqa: E402  (plots/ is not a package; stdlib only, so it runs on the GPU machine)
 import run_cost  # noqa: E402
 import run_table  # noqa: E402
 
@@ -44,15 +45,18 @@ def benchmark_seconds(path):
                 if text.startswith("----"):
                     last = before
                 before = t
-            elif text[:1].strip() and not text.startswith("#"):
-                # A row's first word is the benchmark's name, with its arguments after slashes;
-                # a binary's own table after Google Benchmark's has plain names.
-                name = text.split()[0]
-                if "/" not in name or name.rsplit("_", 1)[-1] in ("mean", "median", "stddev", "cv"):
-                    continue
+            elif row_params(text) and text.split()[0].rsplit("_", 1)[-1] not in ("mean", "median", "stddev", "cv"):
                 out.append(t - last)
                 last = t
     return out
+
+
+def row_params(text):
+    """The arguments of a Google Benchmark row (its first word, "family/key:value/..."), or {}
+    for any other line: a binary's own table after Google Benchmark's has plain names."""
+    if not text[:1].strip() or text.startswith("#") or "/" not in text.split()[0]:
+        return {}
+    return gbjson.parse_name(text.split()[0])[1]
 
 
 def sized_words(words, times):
@@ -63,10 +67,9 @@ def sized_words(words, times):
     if os.path.exists(times):
         with open(times) as f:
             for line in f:
-                params = re.search(r"/params:([0-9]+)/", line)
-                layers = re.search(r"/layers:([0-9]+)/", line)
-                if params and layers:
-                    return words + [f"--params={params.group(1)}", f"--layers={layers.group(1)}"]
+                params = row_params(line.rstrip("\n").partition("\t")[2])
+                if "params" in params and "layers" in params:
+                    return words + [f"--params={params['params']}", f"--layers={params['layers']}"]
     return words
 
 
