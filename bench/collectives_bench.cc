@@ -167,16 +167,20 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   const uint64_t full_bytes = s.count * esz;
   Buffer in, out_buf, host_in, host_out;
   MemKind kind = comm.mem_kind();
-  // With a footprint, `slots` copies of the input and room for as many outputs, each call the
-  // next: what a step's collectives find in the caches is their own data, not the last call's.
-  // In place, a slot is one buffer of the full size: the whole of it input and output of an
-  // all-reduce; a reduce-scatter's output and an all-gather's input the rank's block of it.
+  // With a footprint, `slots` copies of the input, each call the next: what a step's
+  // collectives find in the caches is their own data, not the last call's. In place, a slot is
+  // one buffer of the full size: the whole of it input and output of an all-reduce; a
+  // reduce-scatter's output and an all-gather's input the rank's block of it. Out of place, the
+  // output is one buffer every call reuses, as a step's gathers write into the few transient
+  // buffers it cycles (z3's layers, hsdp's, hpz's) and read their input from the rank's shard.
+  // Spread outputs made such a gather as cold as one in place, which the step's is not at 4
+  // ranks (docs/measurements.md, "out of place, the input spread").
   const uint64_t in_bytes = s.in_count * esz, out_bytes = s.out_count * esz;
-  const uint64_t slot_bytes = setup.in_place ? full_bytes : in_bytes + out_bytes;
+  const uint64_t slot_bytes = setup.in_place ? full_bytes : in_bytes;
   const uint64_t slots = std::max<uint64_t>(1, (setup.footprint + slot_bytes - 1) / slot_bytes);
   const uint64_t own_block = s.op == Coll::all_reduce ? 0 : uint64_t(rank) * std::min(in_bytes, out_bytes);
   if (!setup.in_place) ZB_RETURN_IF_ERROR(Buffer::allocate(kind, slots * in_bytes, &in));
-  ZB_RETURN_IF_ERROR(Buffer::allocate(kind, slots * (setup.in_place ? full_bytes : out_bytes), &out_buf));
+  ZB_RETURN_IF_ERROR(Buffer::allocate(kind, setup.in_place ? slots * full_bytes : out_bytes, &out_buf));
   ZB_RETURN_IF_ERROR(Buffer::allocate(MemKind::host, in_bytes, &host_in));
   ZB_RETURN_IF_ERROR(Buffer::allocate(MemKind::host, out_bytes, &host_out));
   const int threads = driver.cpu_threads_per_rank();
@@ -188,7 +192,7 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
     return out_buf.as<char>() + k * full_bytes + (s.op == Coll::all_gather ? own_block : 0);
   };
   auto output = [&](uint64_t k) {
-    if (!setup.in_place) return out_buf.as<char>() + k * out_bytes;
+    if (!setup.in_place) return out_buf.as<char>();
     return out_buf.as<char>() + k * full_bytes + (s.op == Coll::reduce_scatter ? own_block : 0);
   };
   // Every slot written before any call, its output too: fresh pages fault on their first
@@ -308,7 +312,7 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   out->inter_measured = window.inter / window_iters;
   out->intra_measured = setup.measurable ? window.intra / window_iters : NAN;
   out->page_faults = driver.max_over_ranks(double(faults)) / window_iters;
-  out->footprint_bytes = double(slots * slot_bytes);
+  out->footprint_bytes = double(slots * slot_bytes + (setup.in_place ? 0 : out_bytes));
   out->algbw = t.mean_s > 0 ? double(full_bytes) / t.mean_s / 1e9 : 0;
   out->busbw = out->algbw * busbw_factor(s.op, n);  // of the flat op it stands in for, when hier
   run.counter("ranks", n);

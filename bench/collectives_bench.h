@@ -43,7 +43,8 @@ struct CollSetup {
   // barrier, then sleeps), as after a layer's compute, and timed alone: what it costs once
   // the communication thread and the cores have gone idle (serial_idle_s). 0: not timed.
   double serial_idle_s = 0;
-  // Each call a different part of buffers this large in all (0: the same buffers every call).
+  // Each call a different part of buffers this large in all (0: the same buffers every call):
+  // the whole buffer in place, the input out of place (its output one buffer, reused).
   uint64_t footprint = 0;
   // The result over the input (nccl-tests' in-place form: CollRecord::in_place); not for the
   // all-to-all or the hierarchical all-reduce.

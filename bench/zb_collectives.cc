@@ -85,8 +85,10 @@ int main(int argc, char** argv) {
                "an idle stream (default 0: not timed)", 0, 1e6);
   f.add_bytes_list("footprint", &opt.footprints, "spread each size's calls over buffers of at least this many "
                    "bytes in all, each call the next part (0: the same buffers every call, as nccl-tests does): a "
-                   "step's collectives each find their own data in the caches, not the last call's. A list "
-                   "(0,16M) times each op at each; names gain /footprint:B where B is above 0");
+                   "step's collectives each find their own data in the caches, not the last call's. Out of place "
+                   "only the inputs are spread: the output is one buffer every call reuses, as a step's gathers "
+                   "into its transient buffers. A list (0,16M) times each op at each; names gain /footprint:B "
+                   "where B is above 0");
   f.add_list("footprint-ops", &opt.footprint_ops, "the ops --footprint spreads; the others reuse one buffer "
              "(default: every op). A step's gathers read weights last touched a step before, its reductions "
              "gradients the backward has just written", zb::coll_op_choices());

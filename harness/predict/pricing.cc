@@ -8,8 +8,8 @@ namespace zb {
 double gather_cold_fraction(bool step_in_place, bool swept_in_place, int ranks) {
   const double block = 1.0 / std::max(1, ranks);  // of the gathered output
   const double step_cold = step_in_place ? 1.0 : block;
-  const double swept_cold = swept_in_place ? 1.0 : 1.0 + block;
-  return step_cold / swept_cold;
+  const double swept_cold = swept_in_place ? 1.0 : block;
+  return std::min(1.0, step_cold / swept_cold);
 }
 
 CollCost Pricer::cost(const CollRecord& c, Status* missing) const {

@@ -1,9 +1,9 @@
 // What each collective of a recorded step costs: read off the sweep where it timed that op
 // over that many ranks in that tier, else from the tier's fitted link (more ranks than swept,
 // another node shape), and always from the link when the inter-node rate is set (--link-gbps).
-// Where the sweep timed an all-gather both on one buffer and spread, the gather pays the part
-// of the spread's extra time its cold bytes make; reductions read gradients the backward has
-// just written, and are read off one buffer.
+// Where the sweep timed an all-gather both on one buffer and spread, the gather pays the
+// spread's time where the sweep timed its placement; reductions read gradients the backward
+// has just written, and are read off one buffer.
 #pragma once
 
 #include <cmath>
@@ -17,11 +17,14 @@
 namespace zb {
 
 // What part of a spread sweep's extra time over one buffer (zb_collectives --footprint=0,B) a
-// step's all-gather of `ranks` ranks pays: the bytes it finds cold over the bytes the spread
-// call found cold. In place the step gathers into the weights, all cold; out of place it
-// gathers into one of a few buffers it reuses (z3's, hsdp's, hpz's), warm, and only its input,
-// the rank's 1/N block, is cold. The spread call found cold its output, and out of place its
-// input too: so 1 in place, 1/(N+1) out of place, against a sweep of the same placement.
+// step's all-gather of `ranks` ranks pays. Swept as the step runs it, all of it: in place the
+// step gathers into the weights and the spread call into the next of its slots, all cold; out
+// of place both read the rank's block from the next slot and write a buffer they reuse (z3's,
+// hsdp's and hpz's transient layers). Against the other placement, the step's cold bytes over
+// the swept call's, at most all of it: 1/N for an out-of-place gather against an in-place
+// sweep. How the cold bytes cost is not proportional (at 2 ranks an out-of-place gather with
+// its output reused took as long as with it spread), so a sweep of the step's own placement is
+// the measurement; the ratio only stands in for one.
 double gather_cold_fraction(bool step_in_place, bool swept_in_place, int ranks);
 
 class Pricer {

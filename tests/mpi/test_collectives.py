@@ -119,9 +119,10 @@ def test_a_footprint_spreads_the_calls_and_every_element_is_still_checked():
 
 def test_a_footprint_is_written_before_the_timed_calls_meet_it():
     # 256 KiB calls spread over 32 MiB: 64 to 128 slots, so the 21 calls the counters watch all
-    # meet slots the 21 untimed calls before them did not. A slot whose output was never written
-    # costs a page fault for each of its 4 KiB pages there: 64 a call out of place, 32 for an
-    # in-place gather (its own half written as input). Written first, the calls meet none of
+    # meet slots the 21 untimed calls before them did not. A slot never written costs a page
+    # fault for each of its 4 KiB pages there: 64 a call in place, 32 for an in-place gather
+    # (its own half written as input); out of place the inputs' slots and the one output buffer
+    # they all reuse must be written as well. Written first, the calls meet none of
     # their own. Open MPI's temporary buffers may still grow the heap once (33 faults in the
     # first benchmark at 4 calls where the JSON's path was long): under 2 a call over 21.
     data, proc = run_json(2, "zb_collectives", ["--placement=out,in", "--min-bytes=256K", "--max-bytes=256K",
@@ -133,20 +134,21 @@ def test_a_footprint_is_written_before_the_timed_calls_meet_it():
 
 
 def test_footprint_ops_spread_only_the_ops_named():
-    # 4 KiB out of place at 2 ranks: a slot is the input and the output, 8 KiB for the
-    # all-reduce, 6 KiB for the others (one side the rank's half); the gather's 1 MiB is 171 slots.
+    # 4 KiB out of place at 2 ranks: on one buffer the input and the output, 8 KiB for the
+    # all-reduce, 6 KiB for the others (one side the rank's half); spread, the gather's 2 KiB
+    # inputs fill 1 MiB in 512 slots, beside the one 4 KiB output every call reuses.
     data, proc = run_json(2, "zb_collectives", ["--min-bytes=4K", "--max-bytes=4K", "--iters=2",
                                                "--footprint=1M", "--footprint-ops=all_gather"])
     spread = {name: b["footprint_bytes"] for name, b in benchmarks(data).items()}
     assert spread == {"all_reduce/bytes:4096/dtype:bf16": 8192, "reduce_scatter/bytes:4096/dtype:bf16": 6144,
-                      "all_gather/bytes:4096/dtype:bf16/footprint:1048576": 171 * 6144}, proc.stdout
+                      "all_gather/bytes:4096/dtype:bf16/footprint:1048576": 512 * 2048 + 4096}, proc.stdout
     # A list times the ops it spreads at each size, one buffer (0) named as before; the others once.
     data, proc = run_json(2, "zb_collectives", ["--min-bytes=4K", "--max-bytes=4K", "--iters=2",
                                                "--footprint=0,1M", "--footprint-ops=all_gather"])
     spread = {name: b["footprint_bytes"] for name, b in benchmarks(data).items()}
     assert spread == {"all_reduce/bytes:4096/dtype:bf16": 8192, "reduce_scatter/bytes:4096/dtype:bf16": 6144,
                       "all_gather/bytes:4096/dtype:bf16": 6144,
-                      "all_gather/bytes:4096/dtype:bf16/footprint:1048576": 171 * 6144}, proc.stdout
+                      "all_gather/bytes:4096/dtype:bf16/footprint:1048576": 512 * 2048 + 4096}, proc.stdout
     assert "all_gather spread" in proc.stdout
 
 

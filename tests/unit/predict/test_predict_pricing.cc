@@ -114,7 +114,7 @@ TEST(Pricer, AnInPlaceCollectiveIsReadOffTheSeriesSweptInPlace) {
   EXPECT_DOUBLE_EQ(s_out->model.predict(131072).seconds, 60e-6);
 }
 
-TEST(Pricer, AGatherPaysThePartOfTheSpreadSweepsExtraTimeItsColdBytesMake) {
+TEST(Pricer, AGatherPaysTheSpreadTimeOfItsPlacementAndReductionsOneBuffers) {
   // One node of 4: the all-gather timed on one buffer and spread, both placements; spread
   // costs 3 times as much. The all-reduce spread only, 5 times as much.
   const double a = 20e-6, b = 1e-9;
@@ -136,10 +136,10 @@ TEST(Pricer, AGatherPaysThePartOfTheSpreadSweepsExtraTimeItsColdBytesMake) {
   const Pricer pricer(sweep, tiers, node);
   Status missing;
   const double mib = 1 << 20, warm = 3 * a + 0.75 * mib * b, extra = 2 * warm;
-  // Out of place (z3's gather into a reused buffer): its 1/4 block cold, of the 1 + 1/4 the
-  // spread call found cold: a fifth of the extra.
+  // Out of place (z3's gather into a reused buffer), as the spread call ran it: its input
+  // cold, its output reused. All of the extra.
   CollRecord ag = rec(Coll::all_gather, 1 << 20, Group::world, 4);
-  EXPECT_NEAR(pricer.cost(ag, &missing).seconds, warm + extra / 5, 1e-12);
+  EXPECT_NEAR(pricer.cost(ag, &missing).seconds, warm + extra, 1e-12);
   // In place (z1's and z2's gather into the weights): all of it cold, all of the extra.
   ag.in_place = true;
   EXPECT_NEAR(pricer.cost(ag, &missing).seconds, warm + extra, 1e-12);
@@ -147,10 +147,18 @@ TEST(Pricer, AGatherPaysThePartOfTheSpreadSweepsExtraTimeItsColdBytesMake) {
   EXPECT_NEAR(pricer.cost(rec(Coll::all_reduce, 1 << 20, Group::world, 4), &missing).seconds,
               6 * a + 1.5 * mib * b, 1e-12);
   EXPECT_TRUE(missing);
-  // Against a sweep of the other placement: out of place against in place, a quarter of it.
+  // Against a sweep of the other placement, its cold bytes over the swept call's, at most
+  // all: out of place against in place, the 1/4 block of the output; in place against out
+  // of place, all of the extra (not 4 times it).
   EXPECT_DOUBLE_EQ(gather_cold_fraction(false, true, 4), 0.25);
-  EXPECT_DOUBLE_EQ(gather_cold_fraction(true, false, 4), 0.8);
-  EXPECT_DOUBLE_EQ(gather_cold_fraction(false, false, 2), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(gather_cold_fraction(true, false, 4), 1.0);
+  EXPECT_DOUBLE_EQ(gather_cold_fraction(false, false, 2), 1.0);
+  EXPECT_DOUBLE_EQ(gather_cold_fraction(true, true, 2), 1.0);
+  Sweep in_only;
+  ASSERT_TRUE(Sweep::from_series({cold_in, warm_in}, 4, 1, 0, &in_only));
+  const Tiers t_in = fit_tiers(in_only);
+  ag.in_place = false;  // z3's gather from a sweep in place only: a quarter of the extra
+  EXPECT_NEAR(Pricer(in_only, t_in, node).cost(ag, &missing).seconds, warm + extra / 4, 1e-12);
   // Spread alone, as an older sweep timed it: read off the spread series.
   Sweep spread_only;
   ASSERT_TRUE(Sweep::from_series({cold_out}, 4, 1, 0, &spread_only));
@@ -177,7 +185,7 @@ TEST(Pricer, AGatherPaysThePartOfTheSpreadSweepsExtraTimeItsColdBytesMake) {
   EXPECT_DOUBLE_EQ(spread->model.predict(131072).seconds, 160e-6);
   const Pricer from_file(read, fit_tiers(read), node);
   EXPECT_NEAR(from_file.cost(rec(Coll::all_gather, 131072, Group::world, 4), &missing).seconds,
-              60e-6 + (160e-6 - 60e-6) / 5, 1e-15);
+              160e-6, 1e-15);  // out of place, as swept: the spread time
 }
 
 TEST(Pricer, ANodesRanksShareItsLinksAcrossNodesWhereItHasFewerThanRanks) {
