@@ -35,8 +35,18 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
         p.seconds += gather_cold_fraction(c.in_place, spread->in_place, ranks) * (cold.seconds - p.seconds);
         p.extrapolated = p.extrapolated || cold.extrapolated;
       }
-      CollCost out{p.seconds * (shared ? sharing / tiers_.swept_sharing : 1.0), handoff, p.extrapolated};
+      const double share = shared ? sharing / tiers_.swept_sharing : 1.0;
+      CollCost out{p.seconds * share, handoff, p.extrapolated};
       if (woken) out.wake_s = woken->wake_s, out.wake_after_s = woken->wake_after_s;
+      // An in-place reduction of the round with communication alone: no backward wrote its
+      // gradients, last touched a step before, as far out of the caches as the spread call's.
+      const bool reduction = c.op == Coll::all_reduce || c.op == Coll::reduce_scatter;
+      const SweepSeries* unwritten = reduction && c.in_place && s->in_place ? sweep_.spread_of(*s) : nullptr;
+      if (unwritten) {
+        const CollModel::Prediction cold = unwritten->model.predict(double(c.bytes()));
+        out.unwritten_s = cold.seconds * share;
+        out.extrapolated = out.extrapolated || cold.extrapolated;
+      }
       return out;
     }
   }

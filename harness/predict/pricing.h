@@ -3,7 +3,10 @@
 // another node shape), and always from the link when the inter-node rate is set (--link-gbps).
 // Where the sweep timed an all-gather both on one buffer and spread, the gather pays the
 // spread's time where the sweep timed its placement; reductions read gradients the backward
-// has just written, and are read off one buffer.
+// has just written, and are read off one buffer, except in the round with communication
+// alone, whose backward writes none: there an in-place reduction swept spread too pays the
+// spread's time (CollCost::unwritten_s). Out-of-place ones read one of the two slots the step
+// reuses, written or not.
 #pragma once
 
 #include <cmath>

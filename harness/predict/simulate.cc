@@ -200,7 +200,12 @@ StepPrediction predict_step(const std::vector<ScheduleOp>& ops,
                             std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline, const HostShare* host,
                             const RankSkew* skew, std::vector<OpTiming>* comm_timeline) {
   StepPrediction p = simulate(ops, compute_seconds, coll_cost, spans, timeline, host, skew);
-  p.comm_s = simulate(ops, [](const ScheduleOp&) { return 0.0; }, coll_cost, nullptr, comm_timeline).step_s;
+  auto comm_round_cost = [&](const CollRecord& c) {
+    CollCost k = coll_cost(c);
+    if (std::isfinite(k.unwritten_s)) k.seconds = k.unwritten_s;
+    return k;
+  };
+  p.comm_s = simulate(ops, [](const ScheduleOp&) { return 0.0; }, comm_round_cost, nullptr, comm_timeline).step_s;
   return p;
 }
 

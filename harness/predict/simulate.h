@@ -5,6 +5,7 @@
 // communication: the critical path of the schedule, as the step declares it.
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ struct CollCost {
   // Issued to a stream idle for at least wake_after_s, it starts wake_s late: the
   // communication thread and the cores woken (a sweep's serial_idle_s less serial_s; 0: none).
   double wake_s = 0, wake_after_s = 0;
+  // Its seconds in the round with communication alone (zb_zero's comm_s), where no backward
+  // wrote the gradients an in-place reduction reads: the spread sweep's time. NaN: `seconds`.
+  double unwritten_s = NAN;
 };
 
 // One op of the last step as the replay placed it, seconds from the step's start: compute from
@@ -89,7 +93,8 @@ StepPrediction simulate(const std::vector<ScheduleOp>& ops,
                         const HostShare* host = nullptr, const RankSkew* skew = nullptr);
 
 // simulate(), with comm_s from a second replay of the same ops with every compute op at 0 s:
-// the step of communication alone, its waits and hand-offs included, as zb_zero times comm_s.
+// the step of communication alone, its waits and hand-offs included, as zb_zero times comm_s;
+// there each collective costs its `unwritten_s` where it has one.
 // `comm_timeline` (optional) gets that replay's ops.
 StepPrediction predict_step(const std::vector<ScheduleOp>& ops,
                             const std::function<double(const ScheduleOp&)>& compute_seconds,

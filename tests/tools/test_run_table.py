@@ -81,13 +81,15 @@ def effective(words):
     return out
 
 
-def test_the_predictors_sweep_spreads_its_gathers_over_the_models_weights():
-    # On CPUs the gathers are timed on one buffer (0) and spread over the model's BF16 weights per
-    # rank, 2 bytes a parameter: zb_predict prices a gather between the two.
+def test_the_predictors_sweep_spreads_its_collectives_over_the_models_weights():
+    # On CPUs the gathers and reductions are timed on one buffer (0) and spread over the model's
+    # BF16 weights per rank, 2 bytes a parameter: zb_predict prices a gather from the spread, a
+    # reduction from one buffer, and in the round with communication alone an in-place one from
+    # the spread.
     for size in TABLE.sizes:
         model = dict(w[2:].split("=", 1) for w in TABLE.run("zero").argv(size, "mpi", "/r") if "=" in w)
         sweep = dict(w[2:].split("=", 1) for w in TABLE.run("predict_sweep").argv(size, "mpi", "/r") if "=" in w)
-        assert sweep["footprint-ops"] == "all_gather", size
+        assert sweep["footprint-ops"] == "all_gather,all_reduce,reduce_scatter", size
         one, spread = sweep["footprint"].split(",")
         assert one == "0", size
         footprint = int(spread[:-1]) * 1024 ** " KMG".index(spread[-1])

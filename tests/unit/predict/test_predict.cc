@@ -221,6 +221,28 @@ TEST(Simulate, OnlyACollectiveIssuedToAStreamIdleLongEnoughWakesLate) {
   EXPECT_DOUBLE_EQ(p.comm_s, 4.0);
 }
 
+TEST(Simulate, TheRoundWithCommunicationAloneCostsEachCollectiveItsUnwrittenTime) {
+  // A 1 s reduction whose gradients, unwritten in the round with no compute, take 1.5 s there;
+  // the gather has no such time. The step with compute pays 1 s for each.
+  auto cost = [](const CollRecord& c) {
+    CollCost out{double(c.count), 0, false};
+    if (c.op == Coll::all_reduce) out.unwritten_s = 1.5;
+    return out;
+  };
+  CollRecord gather = coll(2);
+  gather.op = Coll::all_gather;
+  ScheduleLog log;
+  log.step();
+  log.compute("backward", 0);  // t=0 to t=1
+  log.issue(1, coll(1));       // t=1 to t=2
+  log.issue(2, gather);        // t=2 to t=4
+  log.wait(1);
+  log.wait(2);
+  StepPrediction p = predict_step(log.ops(), [](const ScheduleOp&) { return 1.0; }, cost);
+  EXPECT_DOUBLE_EQ(p.step_s, 4.0);
+  EXPECT_DOUBLE_EQ(p.comm_s, 1.5 + 2.0);
+}
+
 TEST(Simulate, OnlyTheLastStepCountsAndCollectivesQueue) {
   // Step 1 leaves a 5 s gather in flight; step 2 waits for it first thing.
   ScheduleLog log;

@@ -144,8 +144,11 @@ TEST(Pricer, AGatherPaysTheSpreadTimeOfItsPlacementAndReductionsOneBuffers) {
   ag.in_place = true;
   EXPECT_NEAR(pricer.cost(ag, &missing).seconds, warm + extra, 1e-12);
   // A reduction reads gradients just written: one buffer's time, though the sweep spread it.
-  EXPECT_NEAR(pricer.cost(rec(Coll::all_reduce, 1 << 20, Group::world, 4), &missing).seconds,
-              6 * a + 1.5 * mib * b, 1e-12);
+  // Out of place (into a slot the step reuses) it has no other time in the round with
+  // communication alone.
+  const CollCost reduced = pricer.cost(rec(Coll::all_reduce, 1 << 20, Group::world, 4), &missing);
+  EXPECT_NEAR(reduced.seconds, 6 * a + 1.5 * mib * b, 1e-12);
+  EXPECT_TRUE(std::isnan(reduced.unwritten_s));
   EXPECT_TRUE(missing);
   // Against a sweep of the other placement, its cold bytes over the swept call's, at most
   // all: out of place against in place, the 1/4 block of the output; in place against out
@@ -159,6 +162,19 @@ TEST(Pricer, AGatherPaysTheSpreadTimeOfItsPlacementAndReductionsOneBuffers) {
   const Tiers t_in = fit_tiers(in_only);
   ag.in_place = false;  // z3's gather from a sweep in place only: a quarter of the extra
   EXPECT_NEAR(Pricer(in_only, t_in, node).cost(ag, &missing).seconds, warm + extra / 4, 1e-12);
+  // In place, swept both ways: in the round with communication alone it reads gradients no
+  // backward wrote, at the spread time; a gather has no such time.
+  SweepSeries ar_in = ar, ar_in_cold = ar_cold;
+  ar_in.in_place = ar_in_cold.in_place = true;
+  Sweep with_in;
+  ASSERT_TRUE(Sweep::from_series({ar_in, ar_in_cold, ar, warm_out}, 4, 1, 0, &with_in));
+  const Tiers t_ar = fit_tiers(with_in);
+  CollRecord in_place_ar = rec(Coll::all_reduce, 1 << 20, Group::world, 4);
+  in_place_ar.in_place = true;
+  const CollCost unwritten = Pricer(with_in, t_ar, node).cost(in_place_ar, &missing);
+  EXPECT_NEAR(unwritten.seconds, 6 * a + 1.5 * mib * b, 1e-12);
+  EXPECT_NEAR(unwritten.unwritten_s, 5 * (6 * a + 1.5 * mib * b), 1e-12);
+  EXPECT_TRUE(std::isnan(Pricer(with_in, t_ar, node).cost(ag, &missing).unwritten_s));
   // Spread alone, as an older sweep timed it: read off the spread series.
   Sweep spread_only;
   ASSERT_TRUE(Sweep::from_series({cold_out}, 4, 1, 0, &spread_only));
