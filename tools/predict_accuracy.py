@@ -153,14 +153,16 @@ def one_node(a, tmp):
                   f"| {med[8]:+.1%} | {verdict} |")
 
 
-def bucket_s(sweep_path, op, nbytes):
-    """The sweep's times for one bucket's collective at the swept size nearest `nbytes`: back
-    to back (real_time), and issued alone to an idle stream and waited for (serial_idle_s), as
-    the step's last reduction meets it."""
+def bucket_s(sweep_path, op, nbytes, in_place=False):
+    """The sweep's times for one bucket's collective at the swept size nearest `nbytes`, in the
+    placement the step runs it: back to back (real_time), and issued alone to an idle stream
+    and waited for (serial_idle_s), as the step's last reduction meets it."""
     best = None
     for b in json.load(open(sweep_path))["benchmarks"]:
         name = b["name"]
         if not name.startswith(op + "/") or "/group:" in name or b.get("run_type", "iteration") != "iteration":
+            continue
+        if ("/placement:in" in name) != in_place:
             continue
         size = int(name.split("bytes:")[1].split("/")[0])
         secs = b["real_time"] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
@@ -214,26 +216,29 @@ def causes(a, tmp):
             for stage, b in rows(zero).items():
                 per[kind][stage].append(b)
                 op = "all_reduce" if stage == "dp" else "reduce_scatter"
-                bucket[stage] = (op, largest_reduction(f"{os.path.splitext(trace)[0]}_{stage}.json", op))
-                if stage == "z3":  # its units' gathers are as large as their reductions
-                    bucket["z3 gather"] = ("all_gather", bucket[stage][1])
-    # Two sweeps at each bucket size the steps cut, through the communication thread as they run:
-    # on one buffer each, and spread.
+                # dp and z1 reduce in place over the whole gradients, z2 and z3 out of it from a slot.
+                bucket[stage] = (op, largest_reduction(f"{os.path.splitext(trace)[0]}_{stage}.json", op),
+                                 stage in ("dp", "z1"))
+                if stage == "z3":  # its units' gathers are as large as their reductions, out of place
+                    bucket["z3 gather"] = ("all_gather", bucket[stage][1], False)
+    # Two sweeps at each bucket size the steps cut, through the communication thread as they run,
+    # in both placements: on one buffer each, and spread.
     swept, spread = {}, {}
-    for nbytes in sorted({n for _, n in bucket.values()}):
+    for nbytes in sorted({n for _, n, _ in bucket.values()}):
         for paths, footprint in ((swept, "0"), (spread, CAUSES_FOOTPRINT)):
             paths[nbytes] = os.path.join(tmp, f"causes_sweep_{nbytes}_{footprint}.json")
             run(a, 2, "zb_collectives", ["--progress=thread", "--serial", f"--serial-idle-us={CAUSES_IDLE_US}",
-                                         f"--min-bytes={nbytes}", f"--max-bytes={nbytes}", "--iters=20",
+                                         "--placement=out,in", f"--min-bytes={nbytes}", f"--max-bytes={nbytes}",
+                                         "--iters=20",
                                          "--warmup=3", f"--footprint={footprint}", f"--json={paths[nbytes]}"])
     for kind, stages in per.items():
         for stage, bs in stages.items():
             med = {k: statistics.median(b[k] for b in bs) for k in ("overlap_eff", "exposed_comm_s", "skew_wait_s",
                                                                      "wire_wait_s", "late_finish_wait_s")}
             late = statistics.mode(int(b["late_rank"]) for b in bs)
-            op, nbytes = bucket[stage]
-            one, alone = bucket_s(swept[nbytes], op, nbytes)
-            cold = bucket_s(spread[nbytes], op, nbytes)[1]
+            op, nbytes, in_place = bucket[stage]
+            one, alone = bucket_s(swept[nbytes], op, nbytes, in_place)
+            cold = bucket_s(spread[nbytes], op, nbytes, in_place)[1]
             wire = med["wire_wait_s"]
             ok = "/".join("yes" if wire <= 1.2 * t else "no" for t in (one, alone, cold))
             print(f"| {kind}:5000 | {stage} | {med['overlap_eff']:.2f} | {med['exposed_comm_s'] * 1e3:.3f} "
@@ -241,7 +246,7 @@ def causes(a, tmp):
                   f"| {med['late_finish_wait_s'] * 1e3:.3f} | {late} "
                   f"| {one * 1e3:.3f} / {alone * 1e3:.3f} / {cold * 1e3:.3f} ({nbytes / 1e6:g} MB) | {ok} |")
             if stage == "z3":
-                gop, gbytes = bucket["z3 gather"]
+                gop, gbytes, _ = bucket["z3 gather"]
                 floors = (alone + bucket_s(swept[gbytes], gop, gbytes)[1],
                           cold + bucket_s(spread[gbytes], gop, gbytes)[1])
                 print(f"| {kind}:5000 | z3, against its first gather and last reduction | | | | | | "
