@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
                    "where B is above 0");
   f.add_list("footprint-ops", &opt.footprint_ops, "the ops --footprint spreads; the others reuse one buffer "
              "(default: every op). A step's gathers read weights last touched a step before, its reductions "
-             "gradients the backward has just written (in the round with communication alone, none wrote them)", zb::coll_op_choices());
+             "gradients the backward has just written (in the round with communication alone, none wrote them)",
+             zb::coll_op_choices());
   f.add_list("groups", &opt.groups, "the ranks each collective runs over: world, node (each node's ranks) or "
              "cross (the ranks at one place on every node); names gain /group:G beyond world",
              zb::Choices<zb::Group>{{"world", zb::Group::world}, {"node", zb::Group::node}, {"cross", zb::Group::cross}});
