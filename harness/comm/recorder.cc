@@ -2,6 +2,10 @@
 // nowhere. A step run on it costs no memory traffic and no network, whatever its size.
 #include "harness/comm/recorder.h"
 
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 namespace zb {
 namespace {
 
@@ -36,14 +40,25 @@ class RecordingCommunicator final : public Communicator {
   Status bare_synchronize() override { return Status::ok(); }
 
  protected:
-  Status issue(const CollRecord& op, const void*, void*, size_t) override {
-    log_->issue(++issued_, op);
+  Status issue(const CollRecord& op, const void* send, void* recv, size_t) override {
+    // The full buffer: a reduction's input, a gather's output (all-to-all: its input).
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(op.op == Coll::all_gather ? recv : send);
+    const uintptr_t end = begin + op.bytes();
+    const std::vector<ScheduleOp>& ops = log_->ops();
+    for (; scanned_ < ops.size(); ++scanned_)
+      if (ops[scanned_].kind == ScheduleOp::Kind::step) used_.clear();  // a new step
+    CollRecord logged = op;
+    for (const auto& [b, e] : used_) logged.reused_buffer = logged.reused_buffer || (begin < e && b < end);
+    used_.emplace_back(begin, end);
+    log_->issue(++issued_, logged);
     return Status::ok();
   }
 
  private:
   ScheduleLog* log_;
   uint64_t issued_ = 0;
+  size_t scanned_ = 0;                                // log ops looked at for step markers
+  std::vector<std::pair<uintptr_t, uintptr_t>> used_;  // buffers this step's collectives used
 };
 
 }  // namespace

@@ -43,6 +43,10 @@ struct CollRecord {
   // reduce-scatter into the rank's block of its input, an all-gather from the rank's block of
   // its output. A step's buckets reduce so; a library may then skip a copy.
   bool in_place = false;
+  // Recording backend only: an earlier collective of the same step used part of this one's
+  // full buffer (a slot the step cycles through), so its data is in the caches even in the
+  // round with communication alone, where no compute writes it.
+  bool reused_buffer = false;
   uint64_t bytes() const { return count * dtype_size(dtype); }
 };
 

@@ -38,10 +38,11 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
       const double share = shared ? sharing / tiers_.swept_sharing : 1.0;
       CollCost out{p.seconds * share, handoff, p.extrapolated};
       if (woken) out.wake_s = woken->wake_s, out.wake_after_s = woken->wake_after_s;
-      // An in-place reduction of the round with communication alone: no backward wrote its
-      // gradients, last touched a step before, as far out of the caches as the spread call's.
+      // A reduction of the round with communication alone over gradients no backward wrote and
+      // no earlier collective of the step used (not a slot it cycles through): last touched a
+      // step before, as far out of the caches as the spread call's.
       const bool reduction = c.op == Coll::all_reduce || c.op == Coll::reduce_scatter;
-      const SweepSeries* unwritten = reduction && c.in_place && s->in_place ? sweep_.spread_of(*s) : nullptr;
+      const SweepSeries* unwritten = reduction && !c.reused_buffer ? sweep_.spread_of(*s) : nullptr;
       if (unwritten) {
         const CollModel::Prediction cold = unwritten->model.predict(double(c.bytes()));
         out.unwritten_s = cold.seconds * share;

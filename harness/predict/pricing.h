@@ -4,9 +4,9 @@
 // Where the sweep timed an all-gather both on one buffer and spread, the gather pays the
 // spread's time where the sweep timed its placement; reductions read gradients the backward
 // has just written, and are read off one buffer, except in the round with communication
-// alone, whose backward writes none: there an in-place reduction swept spread too pays the
-// spread's time (CollCost::unwritten_s). Out-of-place ones read one of the two slots the step
-// reuses, written or not.
+// alone, whose backward writes none: there a reduction swept spread too pays the spread's
+// time (CollCost::unwritten_s), unless an earlier collective of the step used its buffer (a
+// slot the step cycles through: CollRecord::reused_buffer).
 #pragma once
 
 #include <cmath>

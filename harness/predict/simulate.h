@@ -39,7 +39,8 @@ struct CollCost {
   // communication thread and the cores woken (a sweep's serial_idle_s less serial_s; 0: none).
   double wake_s = 0, wake_after_s = 0;
   // Its seconds in the round with communication alone (zb_zero's comm_s), where no backward
-  // wrote the gradients an in-place reduction reads: the spread sweep's time. NaN: `seconds`.
+  // wrote the gradients a reduction reads: the spread sweep's time for one whose buffer no
+  // earlier collective of the step used. NaN: `seconds`.
   double unwritten_s = NAN;
 };
 

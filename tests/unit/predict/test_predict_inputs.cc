@@ -127,6 +127,43 @@ TEST(Recorder, LogsWhichCollectivesRunInPlace) {
   }
 }
 
+// Which reductions read a buffer an earlier collective of the same step used: dp's and z1's
+// buckets are each their own part of the gradients, used once a step; z2's and z3's (and the
+// pipeline's z2, in place) alternate between two slots, so every one after the first two
+// finds its slot used. In the round with communication alone only the others are cold.
+TEST(Recorder, MarksAReductionFromABufferTheStepAlreadyUsed) {
+  ModelSpec model;
+  ASSERT_TRUE(make_model("", 4096 * 4 * 8, 8, &model));
+  Topology topo;
+  ASSERT_TRUE(modelled_topology(4, 4, &topo));
+  auto reductions = [](const RecordedStep& step) {
+    size_t last = 0;
+    for (size_t i = 0; i < step.log.ops().size(); ++i)
+      if (step.log.ops()[i].kind == ScheduleOp::Kind::step) last = i;
+    std::string reused;  // one letter a reduction of the last step: r reused, f fresh
+    for (size_t i = last; i < step.log.ops().size(); ++i) {
+      const ScheduleOp& o = step.log.ops()[i];
+      if (o.kind == ScheduleOp::Kind::issue && o.coll.op != Coll::all_gather) reused += o.coll.reused_buffer ? 'r' : 'f';
+    }
+    return reused;
+  };
+  for (Stage stage : {Stage::dp, Stage::z1, Stage::z2, Stage::z3}) {
+    ZeroConfig config;
+    config.stage = stage;
+    config.bucket_elems = 4096 * 4;  // a bucket a layer: 8 reductions
+    RecordedStep step;
+    ASSERT_TRUE(record_zero_step(model, config, ComputeSpec{}, topo, &step));
+    const bool slots = stage == Stage::z2 || stage == Stage::z3;
+    EXPECT_EQ(reductions(step), slots ? "ffrrrrrr" : "ffffffff") << stage_name(stage);
+  }
+  PipelineConfig pipe;
+  pipe.bucket_elems = 4096 * 4;
+  pipe.shape.microbatches = 2;
+  RecordedStep step;
+  ASSERT_TRUE(record_pipeline_step(model, pipe, ComputeSpec{}, topo, &step));
+  EXPECT_EQ(reductions(step), "ff" + std::string(14, 'r'));  // 8 buckets, each micro-batch
+}
+
 // A quantized step as the recorder logs it: z3 with INT8 gathers on 4 ranks quantizes its
 // block of every unit for each of its two gathers (forward, backward) and dequantizes all 4
 // blocks after each.

@@ -144,11 +144,14 @@ TEST(Pricer, AGatherPaysTheSpreadTimeOfItsPlacementAndReductionsOneBuffers) {
   ag.in_place = true;
   EXPECT_NEAR(pricer.cost(ag, &missing).seconds, warm + extra, 1e-12);
   // A reduction reads gradients just written: one buffer's time, though the sweep spread it.
-  // Out of place (into a slot the step reuses) it has no other time in the round with
-  // communication alone.
-  const CollCost reduced = pricer.cost(rec(Coll::all_reduce, 1 << 20, Group::world, 4), &missing);
+  // In the round with communication alone, the spread time; from a slot an earlier collective
+  // of the step used, no other time.
+  CollRecord ar_rec = rec(Coll::all_reduce, 1 << 20, Group::world, 4);
+  const CollCost reduced = pricer.cost(ar_rec, &missing);
   EXPECT_NEAR(reduced.seconds, 6 * a + 1.5 * mib * b, 1e-12);
-  EXPECT_TRUE(std::isnan(reduced.unwritten_s));
+  EXPECT_NEAR(reduced.unwritten_s, 5 * (6 * a + 1.5 * mib * b), 1e-12);
+  ar_rec.reused_buffer = true;
+  EXPECT_TRUE(std::isnan(pricer.cost(ar_rec, &missing).unwritten_s));
   EXPECT_TRUE(missing);
   // Against a sweep of the other placement, its cold bytes over the swept call's, at most
   // all: out of place against in place, the 1/4 block of the output; in place against out
@@ -163,7 +166,7 @@ TEST(Pricer, AGatherPaysTheSpreadTimeOfItsPlacementAndReductionsOneBuffers) {
   ag.in_place = false;  // z3's gather from a sweep in place only: a quarter of the extra
   EXPECT_NEAR(Pricer(in_only, t_in, node).cost(ag, &missing).seconds, warm + extra / 4, 1e-12);
   // In place, swept both ways: in the round with communication alone it reads gradients no
-  // backward wrote, at the spread time; a gather has no such time.
+  // backward wrote, at the in-place spread time; a gather has no such time.
   SweepSeries ar_in = ar, ar_in_cold = ar_cold;
   ar_in.in_place = ar_in_cold.in_place = true;
   Sweep with_in;
