@@ -63,6 +63,9 @@ struct CollResult {
   double page_faults = 0;
   // The buffers each rank's calls cycled through: one call's (--footprint 0), or the spread.
   double footprint_bytes = 0;
+  // The untimed calls before the first timed one that used every slot twice (the slots times
+  // kPrimeUses).
+  double primed_calls = 0;
 };
 
 // The full buffer a size becomes: whole elements, and for reduce-scatter, all-gather and

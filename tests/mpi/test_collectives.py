@@ -152,6 +152,18 @@ def test_footprint_ops_spread_only_the_ops_named():
     assert "all_gather spread" in proc.stdout
 
 
+def test_every_slot_is_used_twice_before_the_timed_calls():
+    # The kernel marks a page read by another process in use over its first two reads; a sweep
+    # that timed its fresh slots there would price a cost no step's buffers pay. 4 KiB out of
+    # place at 2 ranks, the gather spread over 1 MiB: 512 slots, 1024 untimed calls; one buffer: 2.
+    data, proc = run_json(2, "zb_collectives", ["--min-bytes=4K", "--max-bytes=4K", "--iters=2",
+                                               "--footprint=0,1M", "--footprint-ops=all_gather"])
+    primed = {name: b["primed_calls"] for name, b in benchmarks(data).items()}
+    assert primed == {"all_reduce/bytes:4096/dtype:bf16": 2, "reduce_scatter/bytes:4096/dtype:bf16": 2,
+                      "all_gather/bytes:4096/dtype:bf16": 2,
+                      "all_gather/bytes:4096/dtype:bf16/footprint:1048576": 1024}, proc.stdout
+
+
 @pytest.mark.parametrize("np", [2, 3])
 def test_in_place_collectives_are_correct_and_named_apart(np):
     # 1001 elements, odd, over a footprint of several slots: each op's in-place form (the
