@@ -235,8 +235,8 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   };
   // Every slot used kPrimeUses times before anything is timed: a page another process reads
   // through the kernel (Open MPI's shared-memory single copy) costs more on its first uses, until
-  // the kernel has marked it in use (a 1 MB in-place all-gather spread over 16 MiB: 90 to 100
-  // us a call over the first two passes, 50 to 60 from the third). A step's buffers have long
+  // the kernel has marked it in use (a 1 MB in-place all-gather spread over 16 MiB: 85 to 100
+  // us a call over the first two passes, 45 to 55 from the third). A step's buffers have long
   // passed that; a spread sweep's fresh slots had not, and its first repetition timed it.
   for (uint64_t k = 0; k < kPrimeUses * slots; ++k) ZB_RETURN_IF_ERROR(ours());
   ZB_RETURN_IF_ERROR(ours_done());
