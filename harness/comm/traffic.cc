@@ -182,7 +182,7 @@ void add_comm_spans(Trace& trace, const TrafficLog& log, size_t first, double or
     std::snprintf(issued, sizeof issued, "%.3f", (recs[i].issued_s - origin_s) * 1e6);
     trace.add({collective_label(recs[i]), Track::comm, recs[i].start_s, recs[i].end_s,
                "\"log\": " + std::to_string(i) + ", " + args(i) + ", \"bytes\": " + std::to_string(recs[i].bytes()) +
-                   ", \"issued_us\": " + issued});
+                   ", \"in_place\": " + (recs[i].in_place ? "true" : "false") + ", \"issued_us\": " + issued});
   }
 }
 

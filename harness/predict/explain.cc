@@ -43,7 +43,7 @@ Status read_measured_step(const std::string& path, int rank, MeasuredStep* out) 
         break;
       case 1:
         m.colls.push_back({name, args.value("log", int64_t(-1)), args.value("issued_us", t0 * 1e6) * 1e-6, t0, t1,
-                           args.value("bytes", 0.0)});
+                           args.value("bytes", 0.0), args.value("in_place", false)});
         break;
       case 2: {
         MeasuredStep::Wait w{args.value("awaits", int64_t(-1)), t0, t1};
@@ -99,7 +99,8 @@ Explanation explain(const std::vector<OpTiming>& predicted, const MeasuredStep& 
   const size_t colls = std::min(issues.size(), m.colls.size());
   std::string table = "# collective  op  bytes  predicted: issued  start  ms  measured: issued  start  ms\n";
   double prev_end = -INFINITY;
-  // Per op (the name's first word): how much longer, over how many, measured over predicted.
+  // Per op (the name's first word) and placement: how much longer, over how many, measured over
+  // predicted. On CPUs the caches part an op's two placements (z1's gathers in place, z3's not).
   struct OpSum {
     double measured = 0, predicted = 0;
     int count = 0;
@@ -110,7 +111,7 @@ Explanation explain(const std::vector<OpTiming>& predicted, const MeasuredStep& 
     const MeasuredStep::Coll& c = m.colls[k];
     k_of_log[c.log] = k, k_of_seq[p.seq] = k;
     x.collective_s += (c.end_s - c.start_s) - (p.end_s - p.start_s);
-    OpSum& o = by_op[c.name.substr(0, c.name.find(' '))];
+    OpSum& o = by_op[c.name.substr(0, c.name.find(' ')) + (c.in_place ? " in place" : "")];
     o.measured += c.end_s - c.start_s, o.predicted += p.end_s - p.start_s, ++o.count;
     x.late_start_s += std::max(0.0, c.start_s - std::max(c.issue_s, prev_end));
     prev_end = c.end_s;

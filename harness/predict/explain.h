@@ -24,6 +24,7 @@ struct MeasuredStep {
     std::string name;
     int64_t log = -1;
     double issue_s, start_s, end_s, bytes;
+    bool in_place = false;  // its result over its input (CollRecord::in_place)
   };
   struct Wait {
     int64_t awaits = -1;  // log entry

@@ -48,6 +48,7 @@ def test_trace_holds_every_collective(traces):
     _, by_stage, _ = traces
     want = {"dp": (LAYERS, 0, 0), "z1": (0, LAYERS, LAYERS), "z2": (0, LAYERS, LAYERS),
             "z3": (0, LAYERS, 2 * LAYERS)}
+    want_in_place = {"dp": {"all_reduce"}, "z1": {"reduce_scatter", "all_gather"}, "z2": {"all_gather"}, "z3": set()}
     for stage, trace in by_stage.items():
         meta = trace["zerobench"]
         assert meta["stage"] == stage and meta["ranks"] == 2
@@ -57,6 +58,11 @@ def test_trace_holds_every_collective(traces):
             comm = spans(trace, rank, 1)
             for op, count in meta["collectives"].items():
                 assert sum(e["name"].startswith(op + " ") for e in comm) == count, (stage, op)
+            # Each marked with its placement: dp's and z1's reductions over the gradients, z1's
+            # and z2's gathers into the whole weights; z2's and z3's from slots, z3's into a layer.
+            placed = {(e["name"].split()[0], e["args"]["in_place"]) for e in comm}
+            assert placed == {(op, op in want_in_place[stage]) for op, n in meta["collectives"].items() if n}, \
+                (stage, rank)
 
 
 def test_z3_gathers_are_issued_before_the_compute_they_hide_behind_ends(traces):

@@ -98,5 +98,30 @@ TEST(Explain, ReadsWhichRoundTheTraceDrew) {
   }
 }
 
+TEST(Explain, SplitsAnOpsDifferenceByPlacement) {
+  // Two gathers of one size, each priced at 0.1 s: the in-place one took 0.2 s, the other 0.1 s.
+  // Summed over the op they would read as one gather 0.1 s over at 1.5x; apart, the in-place
+  // form carries all of it. A trace without the placement reads as out of place.
+  const char* trace = R"JSON({"traceEvents": [
+{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "rank 0", "exposed_us": 0}},
+{"name": "all_gather 976.6 KiB (bf16)", "ph": "X", "pid": 0, "tid": 1, "ts": 0, "dur": 200000, "args": {"log": 3, "bytes": 1000000, "in_place": true, "issued_us": 0}},
+{"name": "all_gather 976.6 KiB (bf16)", "ph": "X", "pid": 0, "tid": 1, "ts": 200000, "dur": 100000, "args": {"log": 4, "bytes": 1000000, "issued_us": 200000}}
+]})JSON";
+  const std::string path = ::testing::TempDir() + "zb_explain_placement.json";
+  std::ofstream(path) << trace;
+  MeasuredStep m;
+  ASSERT_TRUE(read_measured_step(path, -1, &m));
+  ASSERT_EQ(m.colls.size(), 2u);
+  EXPECT_TRUE(m.colls[0].in_place);
+  EXPECT_FALSE(m.colls[1].in_place);
+  using K = ScheduleOp::Kind;
+  const std::vector<OpTiming> predicted = {{K::issue, "", -1, 1, 0, 0, 0.1, 1e6}, {K::issue, "", -1, 2, 0, 0.1, 0.2, 1e6}};
+  const Explanation x = explain(predicted, m, 0);
+  EXPECT_NEAR(x.collective_s, 0.1, 1e-12);
+  EXPECT_NE(x.causes.find("(all_gather in place 100.000 ms over 1 at 2.00x, all_gather 0.000 ms over 1 at 1.00x)"),
+            std::string::npos)
+      << x.causes;
+}
+
 }  // namespace
 }  // namespace zb
