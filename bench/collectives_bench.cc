@@ -233,14 +233,16 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
     if (bare_side) return setup.batch ? run.batch(bare, bare_done, t) : run.per_iteration(bare_once, t);
     return setup.batch ? run.batch(ours, ours_done, t) : run.per_iteration(once, t);
   };
-  // Every slot used kPrimeUses times before anything is timed: a page another process reads
-  // through the kernel (Open MPI's shared-memory single copy) costs more on its first uses, until
-  // the kernel has marked it in use (a 1 MB in-place all-gather spread over 16 MiB: 85 to 100
-  // us a call over the first two passes, 45 to 55 from the third). A step's buffers have long
-  // passed that; a spread sweep's fresh slots had not, and its first repetition timed it.
-  for (uint64_t k = 0; k < kPrimeUses * slots; ++k) ZB_RETURN_IF_ERROR(ours());
-  ZB_RETURN_IF_ERROR(ours_done());
-  out->primed_calls = double(kPrimeUses * slots);
+  // Every slot used kPrimeUses times before anything is timed, a pass at a time: with Open MPI's
+  // shared-memory single copy a page another process reads costs more over its first two reads
+  // (docs/measurements.md, "a spread sweep's first passes over its slots"), which a step's
+  // long-used buffers no longer pay. The calls the log took count what was primed.
+  const size_t before_priming = comm.traffic().size();
+  for (uint64_t pass = 0; pass < kPrimeUses; ++pass) {
+    for (uint64_t k = 0; k < slots; ++k) ZB_RETURN_IF_ERROR(ours());
+    ZB_RETURN_IF_ERROR(ours_done());
+  }
+  out->primed_calls = double(comm.traffic().size() - before_priming) / (s.hier ? 3 : 1);
   Timing a1, b1, b2, a2;
   // The log starts empty for each benchmark, with room for all it will log (ours three times,
   // a fourth with --serial, a fifth idled, and the check), so the timed loop only appends.

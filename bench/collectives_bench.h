@@ -63,8 +63,7 @@ struct CollResult {
   double page_faults = 0;
   // The buffers each rank's calls cycled through: one call's (--footprint 0), or the spread.
   double footprint_bytes = 0;
-  // The untimed calls before the first timed one that used every slot twice (the slots times
-  // kPrimeUses).
+  // Untimed calls issued before the warm-up, every slot used twice (slots x 2).
   double primed_calls = 0;
 };
 

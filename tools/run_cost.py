@@ -124,7 +124,7 @@ class Model:
         # --placement=in times the all-reduce, reduce-scatter and all-gather once more, in place
         in_place = "in" in f.items("placement", ["out"])
         # --footprint times each op --footprint-ops names at each footprint listed (0: one buffer),
-        # writing the spread's buffers first; the other ops once
+        # writing the spread's buffers first and using each twice, untimed; the other ops once
         footprints = [parse_bytes(x) for x in f.items("footprint", ["0"])]
         spread_ops = f.items("footprint-ops", ops)
         out = []
@@ -134,7 +134,9 @@ class Model:
                 for b in sizes:
                     one = self.ring_s(b, passes, bw)
                     check = c["check_passes"] * b / self.m["host_Bps"] + one
-                    out.append((1, self.m["bench_s"] + timings * steps * one + check + footprint / self.m["mem_Bps"]))
+                    primed = 2 * max(1, footprint // b) * one
+                    out.append((1, self.m["bench_s"] + timings * steps * one + check + primed
+                                + footprint / self.m["mem_Bps"]))
         return out
 
     def configurations(self, f):

@@ -83,11 +83,12 @@ def test_measured_wire_bytes_match_ring_ideal_over_tcp(dtype):
 
 def test_skipped_collective_times_out_naming_the_op():
     # A hang would end in mpirun's own timeout, which fails the test as an error. Calls 0 and 1
-    # use the one buffer twice before timing, 2 is the warm-up, 3 to 5 the first timed batch:
-    # rank 1 skips its middle one, so the others wait in an all-gather well before rank 1 waits
-    # anywhere (skipping the warm-up, it would reach the barrier that follows as they start).
+    # prime the one buffer (primed_calls), 2 is the warm-up of the untimed run --bare puts
+    # first, 3 to 5 that run's batch: rank 1 skips the batch's middle call, so the others wait
+    # in an all-gather well before rank 1 waits anywhere (skipping the warm-up, it would reach
+    # the barrier that follows as they start waiting, and which timed out first was a race).
     proc = mpirun(3, "zb_collectives", ["--ops=all_gather", "--min-bytes=64K", "--max-bytes=64K",
-                                        "--iters=3", "--warmup=1", "--timeout=2",
+                                        "--iters=3", "--warmup=1", "--timeout=2", "--bare",
                                         "--fault-skip=1:4"], timeout=120)
     assert proc.returncode != 0
     lines = [l for l in proc.stderr.splitlines() if "zb_collectives: error: timeout" in l]
