@@ -1,6 +1,7 @@
 """summary.md's "check these" list, its predictions: a prediction whose error lies outside its
 tolerance (plots/tolerances.py), with the reason the results files themselves give for it (a
-late rank, CPU ranks sharing cores, a late finish, the sweep's warm buffers or its noise).
+late rank, CPU ranks sharing cores, a late finish, the sweep's warm buffers, in-place gathers
+the step's compute has moved past, or the sweep's noise).
 
 Reads what the C++ wrote and compares; it measures nothing.
 """
@@ -45,6 +46,18 @@ def _warm_gathers(ctx, p, table, sweep_ctx, off_s):
             and finite(off_s) and off_s < 0 and row is not None
             and any(x.get("op") == "all_gather" for x in row.get("passes", []))
             and not _spread_sweep((sweep_ctx or {}).get("command_line", "")))
+
+
+def _gathers_in_place(ctx, p, table, off_s):
+    """Whether a stage that gathers into its whole weights in place (they are replicated, its
+    optimizer state sharded: z1, z2) was priced short on CPU ranks of one node: between two
+    gathers of a layer the step's compute moves that state, which a spread sweep does not, and
+    there the step's in-place gathers ran at up to twice its time (docs/predict.md)."""
+    ctx = ctx or {}
+    row = table.get(p.params.get("stage")) if table else None
+    return (ctx.get("backend") in ("mpi", "gloo") and str(ctx.get("nodes")) == "1"
+            and finite(off_s) and off_s < 0 and row is not None and row.get("weights") == "replicated"
+            and any(x.get("op") == "all_gather" for x in row.get("passes", [])))
 
 
 def _spread_sweep(command_line):
@@ -129,6 +142,13 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
                 "buffers, warm in the caches, where the step's gathers each read their own layer's "
                 "data: stages that gather come out short (docs/predict.md)")
         return warm + ("; and " + noise_why if noisy else "")
+    if not exposed and _gathers_in_place(ctx, p, table, off_s):
+        in_place = ("on CPU ranks of one node this stage gathers into its whole weights in place, and "
+                    "between two gathers of a layer the step's compute moves its optimizer state, which "
+                    "the spread sweep does not: the step's gathers then take up to twice the sweep's time, "
+                    "which the prediction leaves out (docs/predict.md; `zb_predict --explain` names them "
+                    "`all_gather in place`)")
+        return in_place + ("; and " + noise_why if noisy else "")
     if noisy:
         return noise_why
     if exposed:

@@ -139,16 +139,17 @@ def test_only_the_skew_the_model_did_not_predict_is_the_reason(folder):
 WARM = "stages that gather come out short"
 
 
-@pytest.mark.parametrize("backend,nodes,sweep_flags,warm", [
-    ("mpi", "1", "", {"z1"}),  # z1 gathers and is short; dp neither gathers nor is, z3 is long
-    ("gloo", "1", "--footprint=0", {"z1"}),
-    ("nccl", "1", "", set()),  # GPUs: not the CPU caches' bias
-    ("mpi", "2", "", set()),  # across nodes the links set the time
-    ("mpi", "1", "--footprint=16M", set()),  # the sweep already spread its calls
-    ("mpi", "1", "--footprint=0,16M --footprint-ops=all_gather", set()),  # and on one buffer
+@pytest.mark.parametrize("backend,nodes,sweep_flags,warm,lines", [
+    ("mpi", "1", "", {"z1"}, 2),  # z1 gathers and is short; dp neither gathers nor is, z3 is long
+    ("gloo", "1", "--footprint=0", {"z1"}, 2),
+    ("nccl", "1", "", set(), 1),  # GPUs: not the CPU caches' bias
+    ("mpi", "2", "", set(), 1),  # across nodes the links set the time
+    # The sweep already spread its calls (z1 then named for its in-place gathers, a line apart)
+    ("mpi", "1", "--footprint=16M", set(), 2),
+    ("mpi", "1", "--footprint=0,16M --footprint-ops=all_gather", set(), 2),  # and on one buffer
 ])
 def test_a_short_gathering_stage_on_one_cpu_node_names_the_warm_sweep(folder, backend, nodes,
-                                                                       sweep_flags, warm):
+                                                                       sweep_flags, warm, lines):
     write(folder / "zero.json", zero())
     sweep_line = f"zb_collectives --progress=thread {sweep_flags}"
     write(folder / "predict_sweep.json", doc([], command_line=sweep_line))
@@ -160,7 +161,31 @@ def test_a_short_gathering_stage_on_one_cpu_node_names_the_warm_sweep(folder, ba
     found = [f for f in findings(folder) if "`comm_error`" in f]
     named = {s for s in ("dp", "z1", "z3") for f in found if f" {s} " in f and WARM in f}
     assert named == warm, found
-    assert len(found) == (2 if warm else 1), found  # the warm reason is a line of its own
+    assert len(found) == lines, found  # each reason a line of its own
+
+
+IN_PLACE = "gathers into its whole weights in place"
+
+
+@pytest.mark.parametrize("backend,nodes,sweep_flags,in_place", [
+    ("mpi", "1", "--footprint=0,16M", {"z1"}),  # z1 gathers into whole weights and is short; z3's are sharded
+    ("gloo", "1", "--footprint=16M", {"z1"}),
+    ("nccl", "1", "", set()),  # GPUs: not the CPU caches' bias
+    ("mpi", "2", "--footprint=0,16M", set()),  # across nodes the links set the time
+    ("mpi", "1", "", set()),  # an unspread sweep: the warm sweep is the reason given
+])
+def test_a_short_stage_gathering_in_place_on_one_cpu_node_names_the_compute_between(folder, backend, nodes,
+                                                                                    sweep_flags, in_place):
+    write(folder / "zero.json", zero())
+    write(folder / "predict_sweep.json", doc([], command_line=f"zb_collectives --progress=thread {sweep_flags}"))
+    context = {"backend": backend, "nodes": nodes,
+               "command_line": f"zb_predict --sweep={folder}/predict_sweep.json"}
+    write(folder / "predict.json", predicted(context, dp=(0.0035, 0.004, 0.003, 0.003),
+                                             z1=(0.003, 0.004, 0.003, 0.003),
+                                             z3=(0.003, 0.004, 0.003, 0.003)))
+    found = [f for f in findings(folder) if "`comm_error`" in f]
+    named = {s for s in ("dp", "z1", "z3") for f in found if f" {s} " in f and IN_PLACE in f}
+    assert named == in_place, found
 
 
 # predict_quantized.json: z3 and z3+qw:int8 at three link rates, the quantized one crossing at
