@@ -137,6 +137,22 @@ def test_only_the_skew_the_model_did_not_predict_is_the_reason(folder):
 
 
 WARM = "stages that gather come out short"
+IN_PLACE = "gathers into its whole weights in place"
+
+
+def comm_findings(folder, backend, nodes, sweep_flags, **by_stage):
+    """The comm_error lines for predict.json rows of `by_stage` (as predicted() takes them), on
+    `backend` over `nodes` nodes, from a sweep run with `sweep_flags`."""
+    write(folder / "zero.json", zero())
+    write(folder / "predict_sweep.json", doc([], command_line=f"zb_collectives --progress=thread {sweep_flags}"))
+    context = {"backend": backend, "nodes": nodes,
+               "command_line": f"zb_predict --sweep={folder}/predict_sweep.json"}
+    write(folder / "predict.json", predicted(context, **by_stage))
+    return [f for f in findings(folder) if "`comm_error`" in f]
+
+
+def named_for(found, reason):
+    return {s for s in ("dp", "z1", "z3") for f in found if f" {s} " in f and reason in f}
 
 
 @pytest.mark.parametrize("backend,nodes,sweep_flags,warm,lines", [
@@ -150,21 +166,10 @@ WARM = "stages that gather come out short"
 ])
 def test_a_short_gathering_stage_on_one_cpu_node_names_the_warm_sweep(folder, backend, nodes,
                                                                        sweep_flags, warm, lines):
-    write(folder / "zero.json", zero())
-    sweep_line = f"zb_collectives --progress=thread {sweep_flags}"
-    write(folder / "predict_sweep.json", doc([], command_line=sweep_line))
-    context = {"backend": backend, "nodes": nodes,
-               "command_line": f"zb_predict --sweep={folder}/predict_sweep.json"}
-    write(folder / "predict.json", predicted(context, dp=(0.0046, 0.004, 0.003, 0.003),
-                                             z1=(0.003, 0.004, 0.003, 0.003),
-                                             z3=(0.005, 0.004, 0.003, 0.003)))
-    found = [f for f in findings(folder) if "`comm_error`" in f]
-    named = {s for s in ("dp", "z1", "z3") for f in found if f" {s} " in f and WARM in f}
-    assert named == warm, found
+    found = comm_findings(folder, backend, nodes, sweep_flags, dp=(0.0046, 0.004, 0.003, 0.003),
+                          z1=(0.003, 0.004, 0.003, 0.003), z3=(0.005, 0.004, 0.003, 0.003))
+    assert named_for(found, WARM) == warm, found
     assert len(found) == lines, found  # each reason a line of its own
-
-
-IN_PLACE = "gathers into its whole weights in place"
 
 
 @pytest.mark.parametrize("backend,nodes,sweep_flags,in_place", [
@@ -176,16 +181,9 @@ IN_PLACE = "gathers into its whole weights in place"
 ])
 def test_a_short_stage_gathering_in_place_on_one_cpu_node_names_the_compute_between(folder, backend, nodes,
                                                                                     sweep_flags, in_place):
-    write(folder / "zero.json", zero())
-    write(folder / "predict_sweep.json", doc([], command_line=f"zb_collectives --progress=thread {sweep_flags}"))
-    context = {"backend": backend, "nodes": nodes,
-               "command_line": f"zb_predict --sweep={folder}/predict_sweep.json"}
-    write(folder / "predict.json", predicted(context, dp=(0.0035, 0.004, 0.003, 0.003),
-                                             z1=(0.003, 0.004, 0.003, 0.003),
-                                             z3=(0.003, 0.004, 0.003, 0.003)))
-    found = [f for f in findings(folder) if "`comm_error`" in f]
-    named = {s for s in ("dp", "z1", "z3") for f in found if f" {s} " in f and IN_PLACE in f}
-    assert named == in_place, found
+    found = comm_findings(folder, backend, nodes, sweep_flags, dp=(0.0035, 0.004, 0.003, 0.003),
+                          z1=(0.003, 0.004, 0.003, 0.003), z3=(0.003, 0.004, 0.003, 0.003))
+    assert named_for(found, IN_PLACE) == in_place, found
 
 
 # predict_quantized.json: z3 and z3+qw:int8 at three link rates, the quantized one crossing at
