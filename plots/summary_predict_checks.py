@@ -35,29 +35,33 @@ def _sweep_noise(runs):
     return max(ratios, default=math.nan)
 
 
-def _warm_gathers(ctx, p, table, sweep_ctx, off_s):
-    """Whether a stage that all-gathers was priced short on CPU ranks of one node from a sweep
-    that ran each size's calls on the same buffers: the bias measured there (docs/predict.md),
-    since the step's gathers each read their own layer's data, no longer in the caches."""
+def _short_cpu_gatherer(ctx, p, table, off_s):
+    """The stage-table row of a stage that all-gathers and was priced short on CPU ranks of one
+    node (the caches' bias, which GPUs and links between nodes do not show), else None."""
     ctx = ctx or {}
     row = table.get(p.params.get("stage")) if table else None
     cpu_ranks = ctx.get("backend") in ("mpi", "gloo")  # nccl is the GPUs'
-    return (cpu_ranks and str(ctx.get("nodes")) == "1"
-            and finite(off_s) and off_s < 0 and row is not None
-            and any(x.get("op") == "all_gather" for x in row.get("passes", []))
+    if (cpu_ranks and str(ctx.get("nodes")) == "1" and finite(off_s) and off_s < 0 and row is not None
+            and any(x.get("op") == "all_gather" for x in row.get("passes", []))):
+        return row
+    return None
+
+
+def _warm_gathers(ctx, p, table, sweep_ctx, off_s):
+    """Whether such a stage was priced from a sweep that ran each size's calls on the same
+    buffers: the bias measured there (docs/predict.md), since the step's gathers each read their
+    own layer's data, no longer in the caches."""
+    return (_short_cpu_gatherer(ctx, p, table, off_s) is not None
             and not _spread_sweep((sweep_ctx or {}).get("command_line", "")))
 
 
 def _gathers_in_place(ctx, p, table, off_s):
-    """Whether a stage that gathers into its whole weights in place (they are replicated, its
-    optimizer state sharded: z1, z2) was priced short on CPU ranks of one node: between two
-    gathers of a layer the step's compute moves that state, which a spread sweep does not, and
-    there the step's in-place gathers ran at up to twice its time (docs/predict.md)."""
-    ctx = ctx or {}
-    row = table.get(p.params.get("stage")) if table else None
-    return (ctx.get("backend") in ("mpi", "gloo") and str(ctx.get("nodes")) == "1"
-            and finite(off_s) and off_s < 0 and row is not None and row.get("weights") == "replicated"
-            and any(x.get("op") == "all_gather" for x in row.get("passes", [])))
+    """Whether such a stage gathers into its whole weights in place (they are replicated, its
+    optimizer state sharded: z1, z2): between two gathers of a layer the step's compute moves
+    that state, which a spread sweep does not, and there the step's in-place gathers ran at up
+    to twice its time (docs/predict.md)."""
+    row = _short_cpu_gatherer(ctx, p, table, off_s)
+    return row is not None and row.get("weights") == "replicated"
 
 
 def _spread_sweep(command_line):
