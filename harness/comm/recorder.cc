@@ -2,6 +2,7 @@
 // nowhere. A step run on it costs no memory traffic and no network, whatever its size.
 #include "harness/comm/recorder.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -50,15 +51,55 @@ class RecordingCommunicator final : public Communicator {
     CollRecord logged = op;
     for (const auto& [b, e] : used_) logged.reused_buffer = logged.reused_buffer || (begin < e && b < end);
     used_.emplace_back(begin, end);
+    logged.reuse_bytes = reuse_distance(op, send, recv);
     log_->issue(++issued_, logged);
     return Status::ok();
   }
 
  private:
+  using Range = std::pair<uintptr_t, uintptr_t>;
+
+  // The ranges `op` touches, its spread one first (what zb_collectives --footprint cycles
+  // through): in place its whole buffer; out of place its input, then its output.
+  static std::vector<Range> ranges(const CollRecord& op, const void* send, const void* recv) {
+    const uint64_t full = op.bytes(), block = full / uint64_t(std::max(1, op.ranks));
+    const auto at = [](const void* p, uint64_t bytes) {
+      const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+      return Range{b, b + bytes};
+    };
+    if (op.in_place) return {at(op.op == Coll::all_gather ? recv : send, full)};
+    return {at(send, op.op == Coll::all_gather ? block : full), at(recv, op.op == Coll::reduce_scatter ? block : full)};
+  }
+
+  // The distinct bytes every collective touched from the last one that touched `op`'s spread
+  // range to `op`, both included; 0 when none did. Logged collectives of every step count, so
+  // a step's first use of a buffer reaches back into the step before.
+  uint64_t reuse_distance(const CollRecord& op, const void* send, const void* recv) {
+    std::vector<Range> seen = ranges(op, send, recv);
+    const Range key = seen.front();
+    bool found = false;
+    for (auto it = touched_.rbegin(); it != touched_.rend() && !found; ++it) {
+      for (const Range& r : *it) found = found || (r.first < key.second && key.first < r.second);
+      seen.insert(seen.end(), it->begin(), it->end());
+    }
+    touched_.push_back(ranges(op, send, recv));
+    if (!found) return 0;
+    std::sort(seen.begin(), seen.end());
+    uint64_t bytes = 0;
+    uintptr_t covered = 0;  // the union's end so far
+    for (const auto& [b, e] : seen) {
+      const uintptr_t from = std::max(b, covered);
+      if (e > from) bytes += e - from;
+      covered = std::max(covered, e);
+    }
+    return bytes;
+  }
+
   ScheduleLog* log_;
   uint64_t issued_ = 0;
   size_t scanned_ = 0;                                // log ops looked at for step markers
   std::vector<std::pair<uintptr_t, uintptr_t>> used_;  // buffers this step's collectives used
+  std::vector<std::vector<Range>> touched_;           // each collective's ranges, every step
 };
 
 }  // namespace

@@ -47,6 +47,11 @@ struct CollRecord {
   // full buffer (a slot the step cycles through), so its data is in the caches even in the
   // round with communication alone, where no compute writes it.
   bool reused_buffer = false;
+  // Recording backend only: the distinct bytes the step's collectives read or wrote from the last
+  // one that used this one's buffer (in place its whole buffer, out of place its input) to this
+  // one, both included: the buffer's reuse distance, as zb_collectives --footprint sets a spread
+  // call's. 0: no collective used the buffer before.
+  uint64_t reuse_bytes = 0;
   uint64_t bytes() const { return count * dtype_size(dtype); }
 };
 

@@ -164,6 +164,36 @@ TEST(Recorder, MarksAReductionFromABufferTheStepAlreadyUsed) {
   EXPECT_EQ(reductions(step), "ff" + std::string(14, 'r'));  // 8 buckets, each micro-batch
 }
 
+// Each collective's reuse distance: the distinct bytes the collectives touched from the last one
+// that used its buffer to it. dp all-reduces its 8 buckets in place, so each meets all of the
+// gradients since its own bucket's last use; z1 also gathers the 8 layers' weights in place
+// between two reductions of a bucket, so both meet gradients and weights. A step's first use
+// of a buffer reaches back into the step before; in the first step nothing used it (0).
+TEST(Recorder, GivesEachCollectiveItsBuffersReuseDistance) {
+  const double params = 4096 * 4 * 8;
+  ModelSpec model;
+  ASSERT_TRUE(make_model("", params, 8, &model));
+  Topology topo;
+  ASSERT_TRUE(modelled_topology(4, 4, &topo));
+  for (Stage stage : {Stage::dp, Stage::z1}) {
+    ZeroConfig config;
+    config.stage = stage;
+    config.bucket_elems = 4096 * 4;  // a bucket a layer
+    RecordedStep step;
+    ASSERT_TRUE(record_zero_step(model, config, ComputeSpec{}, topo, &step));
+    const uint64_t grads = uint64_t(params) * dtype_size(config.grad_dtype), weights = uint64_t(params) * 2;
+    const uint64_t reuse = stage == Stage::dp ? grads : grads + weights;
+    int steps = 0, last_step = 0;
+    for (const ScheduleOp& o : step.log.ops()) {
+      if (o.kind == ScheduleOp::Kind::step) ++steps;
+      if (o.kind != ScheduleOp::Kind::issue) continue;
+      EXPECT_EQ(o.coll.reuse_bytes, steps == 1 ? 0 : reuse) << stage_name(stage) << " " << coll_name(o.coll.op);
+      last_step += steps == 2;
+    }
+    EXPECT_EQ(last_step, stage == Stage::dp ? 8 : 16) << stage_name(stage);
+  }
+}
+
 // A quantized step as the recorder logs it: z3 with INT8 gathers on 4 ranks quantizes its
 // block of every unit for each of its two gathers (forward, backward) and dequantizes all 4
 // blocks after each.
