@@ -2,6 +2,9 @@
 #include "harness/predict/pricing.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
 
 namespace zb {
 
@@ -10,6 +13,20 @@ double gather_cold_fraction(bool step_in_place, bool swept_in_place, int ranks) 
   const double step_cold = step_in_place ? 1.0 : block;
   const double swept_cold = swept_in_place ? 1.0 : block;
   return std::min(1.0, step_cold / swept_cold);
+}
+
+CollModel::Prediction cold_prediction(const SweepSeries& warm, const std::vector<const SweepSeries*>& spreads,
+                                      double bytes, uint64_t reuse_bytes) {
+  std::vector<std::pair<double, const SweepSeries*>> at{{bytes, &warm}};  // footprint, series
+  for (const SweepSeries* s : spreads)
+    if (double(s->footprint) > bytes) at.emplace_back(double(s->footprint), s);
+  const double reuse = reuse_bytes > 0 ? double(reuse_bytes) : at.back().first;
+  size_t hi = 1;
+  while (hi + 1 < at.size() && at[hi].first < reuse) ++hi;
+  if (at.size() == 1 || reuse <= bytes) return warm.model.predict(bytes);
+  const CollModel::Prediction lo = at[hi - 1].second->model.predict(bytes), up = at[hi].second->model.predict(bytes);
+  const double f = std::clamp(std::log(reuse / at[hi - 1].first) / std::log(at[hi].first / at[hi - 1].first), 0.0, 1.0);
+  return {lo.seconds + f * (up.seconds - lo.seconds), lo.extrapolated || up.extrapolated};
 }
 
 CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
@@ -29,10 +46,17 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
     const SweepSeries* s = sweep_.find(c.op, c.dtype, ranks, tier, group_name(c.group), c.in_place);
     if (s) {
       CollModel::Prediction p = s->model.predict(double(c.bytes()));
-      const SweepSeries* spread = c.op == Coll::all_gather ? sweep_.spread_of(*s) : nullptr;
-      if (spread) {
-        const CollModel::Prediction cold = spread->model.predict(double(c.bytes()));
-        p.seconds += gather_cold_fraction(c.in_place, spread->in_place, ranks) * (cold.seconds - p.seconds);
+      const std::vector<const SweepSeries*> spreads = sweep_.spreads_of(*s);
+      // The sweep's first footprint is the model's weights. A gather in place (z1's, z2's into
+      // the whole weights) moves the whole of what the spread call cycles through, and its reuse
+      // distance says how cold it is. Out of place the step's gathers (z3's, hsdp's and hpz's)
+      // read a block of the shard and write a transient buffer: they took the weights' spread
+      // time in the step whatever their input's distance.
+      const uint64_t weights_footprint = spreads.empty() ? 0 : spreads.front()->footprint;
+      const uint64_t reuse = c.in_place ? c.reuse_bytes : weights_footprint;
+      if (c.op == Coll::all_gather && !spreads.empty()) {
+        const CollModel::Prediction cold = cold_prediction(*s, spreads, double(c.bytes()), reuse);
+        p.seconds += gather_cold_fraction(c.in_place, s->in_place, ranks) * (cold.seconds - p.seconds);
         p.extrapolated = p.extrapolated || cold.extrapolated;
       }
       const double share = shared ? sharing / tiers_.swept_sharing : 1.0;
@@ -40,11 +64,12 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
       if (woken) out.wake_s = woken->wake_s, out.wake_after_s = woken->wake_after_s;
       // A reduction of the round with communication alone over gradients no backward wrote and
       // no earlier collective of the step used (not a slot it cycles through): last touched a
-      // step before, as far out of the caches as the spread call's.
+      // step before, at the weights' spread time. Not at its reuse distance: z1's in-place
+      // reduce-scatters, at twice the weights, took the weights' time or less in the step, where
+      // the sweep's took 12 to 15% more at twice the footprint (docs/predict.md).
       const bool reduction = c.op == Coll::all_reduce || c.op == Coll::reduce_scatter;
-      const SweepSeries* unwritten = reduction && !c.reused_buffer ? sweep_.spread_of(*s) : nullptr;
-      if (unwritten) {
-        const CollModel::Prediction cold = unwritten->model.predict(double(c.bytes()));
+      if (reduction && !c.reused_buffer && !spreads.empty()) {
+        const CollModel::Prediction cold = cold_prediction(*s, spreads, double(c.bytes()), weights_footprint);
         out.unwritten_s = cold.seconds * share;
         out.extrapolated = out.extrapolated || cold.extrapolated;
       }

@@ -186,11 +186,13 @@ const SweepSeries* Sweep::find(Coll op, DType dtype, int ranks, Tier tier, const
   return best;
 }
 
-const SweepSeries* Sweep::spread_of(const SweepSeries& warm) const {
-  if (warm.footprint > 0) return nullptr;
+std::vector<const SweepSeries*> Sweep::spreads_of(const SweepSeries& warm) const {
+  std::vector<const SweepSeries*> out;
+  if (warm.footprint > 0) return out;
   for (const SweepSeries& s : series_)
-    if (s.footprint > 0 && same_collective(s, warm)) return &s;
-  return nullptr;
+    if (s.footprint > 0 && same_collective(s, warm)) out.push_back(&s);
+  std::sort(out.begin(), out.end(), [](const SweepSeries* x, const SweepSeries* y) { return x->footprint < y->footprint; });
+  return out;
 }
 
 double Sweep::handoff_s(Coll op) const {

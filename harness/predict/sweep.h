@@ -73,9 +73,9 @@ class Sweep {
   // node and cross of the same size and tier), then one buffer before a spread footprint.
   const SweepSeries* find(Coll op, DType dtype, int ranks, Tier tier, const std::string& group = "world",
                           bool in_place = false) const;
-  // The same collective as `warm` (op, dtype, group, placement, ranks, tier) swept spread over a
-  // footprint, where `warm` is on one buffer and the sweep has both; else nullptr.
-  const SweepSeries* spread_of(const SweepSeries& warm) const;
+  // The same collective as `warm` (op, dtype, group, placement, ranks, tier) swept spread over
+  // footprints, the smallest footprint first, where `warm` is on one buffer; else empty.
+  std::vector<const SweepSeries*> spreads_of(const SweepSeries& warm) const;
   // The hand-off of a blocking wait on `op`: the sweep's where measured (the median over sizes
   // of serial_s less the back-to-back time, clamped at 0; any group, any rank count, out of
   // place first), else the default given to load().

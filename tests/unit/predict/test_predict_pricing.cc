@@ -197,14 +197,64 @@ TEST(Pricer, AGatherPaysTheSpreadTimeOfItsPlacementAndReductionsOneBuffers) {
   const SweepSeries* one = read.find(Coll::all_gather, DType::bf16, 4, Tier::intra);
   ASSERT_TRUE(one);
   EXPECT_EQ(one->footprint, 0u);
-  const SweepSeries* spread = read.spread_of(*one);
-  ASSERT_TRUE(spread);
-  EXPECT_EQ(spread->footprint, 16u << 20);
-  EXPECT_EQ(read.spread_of(*spread), nullptr);
-  EXPECT_DOUBLE_EQ(spread->model.predict(131072).seconds, 160e-6);
+  const std::vector<const SweepSeries*> spreads = read.spreads_of(*one);
+  ASSERT_EQ(spreads.size(), 1u);
+  EXPECT_EQ(spreads[0]->footprint, 16u << 20);
+  EXPECT_TRUE(read.spreads_of(*spreads[0]).empty());
+  EXPECT_DOUBLE_EQ(spreads[0]->model.predict(131072).seconds, 160e-6);
   const Pricer from_file(read, fit_tiers(read), node);
   EXPECT_NEAR(from_file.cost(rec(Coll::all_gather, 131072, Group::world, 4), &missing).seconds,
               160e-6, 1e-15);  // out of place, as swept: the spread time
+}
+
+TEST(Pricer, AnInPlaceGatherPaysTheSpreadTimeAtItsBuffersReuseDistance) {
+  // In place on 4 ranks, an all-gather and an all-reduce each on one buffer, spread over 4 MiB
+  // at twice its time and over 16 MiB at four times, listed out of order.
+  const double a = 20e-6, b = 1e-9, mib = 1 << 20;
+  std::vector<SweepSeries> all;
+  for (Coll op : {Coll::all_gather, Coll::all_reduce}) {
+    SweepSeries warm = series(op, 4, Tier::intra, "world", a, b);
+    SweepSeries f4 = series(op, 4, Tier::intra, "world", 2 * a, 2 * b);
+    SweepSeries f16 = series(op, 4, Tier::intra, "world", 4 * a, 4 * b);
+    warm.in_place = f4.in_place = f16.in_place = true;
+    f4.footprint = 4 << 20, f16.footprint = 16 << 20;
+    all.insert(all.end(), {f16, warm, f4});
+  }
+  Sweep sweep;
+  ASSERT_TRUE(Sweep::from_series(all, 4, 1, 0, &sweep));
+  const SweepSeries* one = sweep.find(Coll::all_gather, DType::bf16, 4, Tier::intra, "world", true);
+  ASSERT_TRUE(one);
+  const std::vector<const SweepSeries*> spreads = sweep.spreads_of(*one);
+  ASSERT_EQ(spreads.size(), 2u);
+  EXPECT_EQ(spreads[0]->footprint, 4u << 20);
+  const double w = 3 * a + 0.75 * mib * b;  // 1 MiB on one buffer
+  auto at = [&](double bytes, uint64_t reuse) { return cold_prediction(*one, spreads, bytes, reuse).seconds; };
+  EXPECT_NEAR(at(mib, 1 << 20), w, 1e-12);         // nothing else between two uses: one buffer
+  EXPECT_NEAR(at(mib, 2 << 20), 1.5 * w, 1e-12);   // halfway from 1 to 4 MiB in the logarithm
+  EXPECT_NEAR(at(mib, 8 << 20), 3 * w, 1e-12);     // halfway from 4 to 16 MiB
+  EXPECT_NEAR(at(mib, 64u << 20), 4 * w, 1e-12);   // past the largest footprint
+  EXPECT_NEAR(at(mib, 0), 4 * w, 1e-12);           // no distance known: the largest
+  // A 4 MiB call: its own size is the first footprint, the 4 MiB spread (one slot) left out.
+  const double w4 = 3 * a + 3 * mib * b;
+  EXPECT_NEAR(at(4 * mib, 8 << 20), 2.5 * w4, 1e-12);
+  // The pricer takes the distance the recorder logged for a gather in place; out of place, and
+  // for a reduction over gradients no backward wrote, the first footprint's time (the weights').
+  Topology node;
+  ASSERT_TRUE(modelled_topology(4, 4, &node));
+  const Pricer pricer(sweep, fit_tiers(sweep), node);
+  CollRecord ag = rec(Coll::all_gather, 1 << 20, Group::world, 4);
+  ag.in_place = true;
+  ag.reuse_bytes = 8 << 20;
+  Status missing;
+  EXPECT_NEAR(pricer.cost(ag, &missing).seconds, 3 * w, 1e-12);
+  ag.in_place = false;  // priced from the in-place series: a quarter of the extra
+  EXPECT_NEAR(pricer.cost(ag, &missing).seconds, w + (2 * w - w) / 4, 1e-12);
+  CollRecord ar = rec(Coll::all_reduce, 1 << 20, Group::world, 4);
+  ar.in_place = true;
+  ar.reuse_bytes = 8 << 20;
+  const double w_ar = 6 * a + 1.5 * mib * b;
+  EXPECT_NEAR(pricer.cost(ar, &missing).unwritten_s, 2 * w_ar, 1e-12);
+  EXPECT_NEAR(pricer.cost(ar, &missing).seconds, w_ar, 1e-12);
 }
 
 TEST(Pricer, ANodesRanksShareItsLinksAcrossNodesWhereItHasFewerThanRanks) {
