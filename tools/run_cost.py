@@ -124,13 +124,17 @@ class Model:
         # --placement=in times the all-reduce, reduce-scatter and all-gather once more, in place
         in_place = "in" in f.items("placement", ["out"])
         # --footprint times each op --footprint-ops names at each footprint listed (0: one buffer),
-        # writing the spread's buffers first and using each twice, untimed; the other ops once
+        # writing the spread's buffers first and using each twice, untimed; the other ops once.
+        # --gather-footprint adds footprints to the in-place all-gathers alone.
         footprints = [parse_bytes(x) for x in f.items("footprint", ["0"])]
+        gathers_more = [parse_bytes(x) for x in f.items("gather-footprint", [])]
         spread_ops = f.items("footprint-ops", ops)
         out = []
-        for op in ops + ([o for o in ops if o in c["ops"]] if in_place else []):
+        calls = [(op, False) for op in ops] + ([(o, True) for o in ops if o in c["ops"]] if in_place else [])
+        for op, placed_in in calls:
             passes = 2 if "all_reduce" in op else 1
-            for footprint in footprints if op in spread_ops else [0]:
+            more = gathers_more if placed_in and op == "all_gather" else []
+            for footprint in footprints + more if op in spread_ops else [0]:
                 for b in sizes:
                     one = self.ring_s(b, passes, bw)
                     check = c["check_passes"] * b / self.m["host_Bps"] + one

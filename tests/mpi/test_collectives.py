@@ -154,6 +154,18 @@ def test_footprint_ops_spread_only_the_ops_named():
                       "all_gather/bytes:4096/dtype:bf16": 6144,
                       "all_gather/bytes:4096/dtype:bf16/footprint:1048576": 512 * 2048 + 4096}, proc.stdout
     assert "all_gather spread" in proc.stdout
+    # --gather-footprint adds a footprint to the in-place all-gathers alone.
+    data, proc = run_json(2, "zb_collectives", ["--min-bytes=4K", "--max-bytes=4K", "--iters=2",
+                                               "--ops=all_gather,reduce_scatter", "--placement=out,in",
+                                               "--footprint=0,1M", "--gather-footprint=2M"])
+    assert sorted(benchmarks(data)) == sorted(
+        op + "/bytes:4096/dtype:bf16" + placed + footprint
+        for op, placed, footprints in (
+            ("all_gather", "", ("", "/footprint:1048576")),
+            ("all_gather", "/placement:in", ("", "/footprint:1048576", "/footprint:2097152")),
+            ("reduce_scatter", "", ("", "/footprint:1048576")),
+            ("reduce_scatter", "/placement:in", ("", "/footprint:1048576")))
+        for footprint in footprints), proc.stdout
 
 
 def test_every_slot_is_used_twice_before_the_timed_calls():
@@ -278,7 +290,9 @@ BAD = [["--ops=alltoall"], ["--dtype=fp16"], ["--min-bytes=0"], ["--min-bytes=4Q
        (["--backend=nccl"], "nccl"), (["--fault-stall=1:nap"], "--fault-stall"),
        (["--fault-stall=-1:fence"], "--fault-stall"), ["--show-backend=maybe"],
        (["--serial-idle-us=200"], "add --serial"), ["--serial", "--serial-idle-us=-1"], ["--footprint=x"],
-       ["--footprint-ops=gather"], ["--footprint=4M,4M"], ["--footprint=0,"]]
+       ["--footprint-ops=gather"], ["--footprint=4M,4M"], ["--footprint=0,"], ["--gather-footprint=x"],
+       (["--gather-footprint=0"], "--gather-footprint"),
+       (["--footprint=0,1M", "--gather-footprint=1M"], "--gather-footprint")]
 
 
 def test_bad_flags_exit_2_with_one_line_before_mpi():
