@@ -52,22 +52,27 @@ def _warm_gathers(ctx, p, table, sweep_ctx, off_s):
     buffers: the bias measured there (docs/predict.md), since the step's gathers each read their
     own layer's data, no longer in the caches."""
     return (_short_cpu_gatherer(ctx, p, table, off_s) is not None
-            and not _spread_sweep((sweep_ctx or {}).get("command_line", "")))
+            and _spread_footprints((sweep_ctx or {}).get("command_line", "")) == 0)
 
 
-def _gathers_in_place(ctx, p, table, off_s):
+def _gathers_in_place(ctx, p, table, sweep_ctx, off_s):
     """Whether such a stage gathers into its whole weights in place (they are replicated, its
-    optimizer state sharded: z1, z2): between two gathers of a layer the step's compute moves
-    that state, which a spread sweep does not, and there the step's in-place gathers ran at up
-    to twice its time (docs/predict.md)."""
+    optimizer state sharded: z1, z2), priced from a sweep that spread its gathers over one
+    footprint: between two gathers of a layer the step's collectives move its gradients as well
+    as its weights, twice that reuse distance, and there the step's in-place gathers ran at up
+    to twice its time (docs/predict.md). A sweep over more footprints prices them at their own
+    distance."""
     row = _short_cpu_gatherer(ctx, p, table, off_s)
-    return row is not None and row.get("weights") == "replicated"
+    command_line = (sweep_ctx or {}).get("command_line", "")
+    return (row is not None and row.get("weights") == "replicated"
+            and _spread_footprints(command_line) + _spread_footprints(command_line, "gather-footprint") == 1)
 
 
-def _spread_sweep(command_line):
-    """Whether zb_collectives' --footprint (one size or a list) spread any of its calls."""
-    m = re.search(r"--footprint=(\S+)", command_line)
-    return bool(m) and any(float(re.match(r"[\d.]*", x).group() or 0) > 0 for x in m.group(1).split(","))
+def _spread_footprints(command_line, flag="footprint"):
+    """How many footprints above 0 zb_collectives' --footprint (or --gather-footprint: one size
+    or a list) spread calls over."""
+    m = re.search(rf"--{flag}=(\S+)", command_line)
+    return sum(float(re.match(r"[\d.]*", x).group() or 0) > 0 for x in m.group(1).split(",")) if m else 0
 
 
 def _measured_row(results, name):
@@ -146,12 +151,13 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
                 "buffers, warm in the caches, where the step's gathers each read their own layer's "
                 "data: stages that gather come out short (docs/predict.md)")
         return warm + ("; and " + noise_why if noisy else "")
-    if not exposed and _gathers_in_place(ctx, p, table, off_s):
+    if not exposed and _gathers_in_place(ctx, p, table, sweep_ctx, off_s):
         in_place = ("on CPU ranks of one node this stage gathers into its whole weights in place, and "
-                    "between two gathers of a layer the step's compute moves its optimizer state, which "
-                    "the spread sweep does not: the step's gathers then take up to twice the sweep's time, "
-                    "which the prediction leaves out (docs/predict.md; `zb_predict --explain` names them "
-                    "`all_gather in place`)")
+                    "between two gathers of a layer the step's collectives move its gradients too, where "
+                    f"{sweep or 'the sweep'} spread its calls over one footprint: the step's gathers then take "
+                    "up to twice the sweep's time; a second footprint for the in-place gathers, four times "
+                    "the weights (`zb_collectives --gather-footprint`), prices them at their reuse distance "
+                    "(docs/predict.md; `zb_predict --explain` names them `all_gather in place`)")
         return in_place + ("; and " + noise_why if noisy else "")
     if noisy:
         return noise_why

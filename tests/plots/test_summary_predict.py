@@ -178,9 +178,11 @@ def test_a_short_gathering_stage_on_one_cpu_node_names_the_warm_sweep(folder, ba
     ("nccl", "1", "", set()),  # GPUs: not the CPU caches' bias
     ("mpi", "2", "--footprint=0,16M", set()),  # across nodes the links set the time
     ("mpi", "1", "", set()),  # an unspread sweep: the warm sweep is the reason given
+    ("mpi", "1", "--footprint=0,16M,64M", set()),  # two footprints price the gathers at their distance
+    ("mpi", "1", "--footprint=0,16M --gather-footprint=32M", set()),  # as the default run sweeps
 ])
-def test_a_short_stage_gathering_in_place_on_one_cpu_node_names_the_compute_between(folder, backend, nodes,
-                                                                                    sweep_flags, in_place):
+def test_a_short_stage_gathering_in_place_from_one_footprint_names_its_reuse_distance(folder, backend, nodes,
+                                                                                      sweep_flags, in_place):
     found = comm_findings(folder, backend, nodes, sweep_flags, dp=(0.0035, 0.004, 0.003, 0.003),
                           z1=(0.003, 0.004, 0.003, 0.003), z3=(0.003, 0.004, 0.003, 0.003))
     assert named_for(found, IN_PLACE) == in_place, found

@@ -83,17 +83,20 @@ def effective(words):
 
 def test_the_predictors_sweep_spreads_its_collectives_over_the_models_weights():
     # On CPUs the gathers and reductions are timed on one buffer (0) and spread over the model's
-    # BF16 weights per rank, 2 bytes a parameter: zb_predict prices a gather from the spread, a
-    # reduction from one buffer, and in the round with communication alone an in-place one from
-    # the spread.
+    # BF16 weights per rank, 2 bytes a parameter, and the in-place gathers also over four times
+    # that, past their reuse distance: zb_predict prices a gather from the spread (in place at its
+    # buffer's reuse distance), a reduction from one buffer, and in the round with communication
+    # alone an in-place one from the spread.
     for size in TABLE.sizes:
         model = dict(w[2:].split("=", 1) for w in TABLE.run("zero").argv(size, "mpi", "/r") if "=" in w)
         sweep = dict(w[2:].split("=", 1) for w in TABLE.run("predict_sweep").argv(size, "mpi", "/r") if "=" in w)
         assert sweep["footprint-ops"] == "all_gather,all_reduce,reduce_scatter", size
-        one, spread = sweep["footprint"].split(",")
-        assert one == "0", size
-        footprint = int(spread[:-1]) * 1024 ** " KMG".index(spread[-1])
-        assert footprint == pytest.approx(2 * float(model["params"]), rel=0.05), size
+        one, weights = (0 if f == "0" else int(f[:-1]) * 1024 ** " KMG".index(f[-1])
+                        for f in sweep["footprint"].split(","))
+        assert one == 0, size
+        assert weights == pytest.approx(2 * float(model["params"]), rel=0.05), size
+        f = sweep["gather-footprint"]
+        assert int(f[:-1]) * 1024 ** " KMG".index(f[-1]) == 4 * weights, size
 
 
 @pytest.mark.skipif(not os.path.isfile(os.path.join(BASELINE, "manifest.json")), reason="no baseline")
