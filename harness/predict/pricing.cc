@@ -17,13 +17,14 @@ double gather_cold_fraction(bool step_in_place, bool swept_in_place, int ranks) 
 
 CollModel::Prediction cold_prediction(const SweepSeries& warm, const std::vector<const SweepSeries*>& spreads,
                                       double bytes, uint64_t reuse_bytes) {
-  std::vector<std::pair<double, const SweepSeries*>> at{{bytes, &warm}};  // footprint, series
+  std::vector<std::pair<double, const SweepSeries*>> at;  // footprint, series
   for (const SweepSeries* s : spreads)
     if (double(s->footprint) > bytes) at.emplace_back(double(s->footprint), s);
+  if (at.empty()) return warm.model.predict(bytes);
   const double reuse = reuse_bytes > 0 ? double(reuse_bytes) : at.back().first;
+  if (at.size() == 1 || reuse <= at.front().first) return at.front().second->model.predict(bytes);
   size_t hi = 1;
   while (hi + 1 < at.size() && at[hi].first < reuse) ++hi;
-  if (at.size() == 1 || reuse <= bytes) return warm.model.predict(bytes);
   const CollModel::Prediction lo = at[hi - 1].second->model.predict(bytes), up = at[hi].second->model.predict(bytes);
   const double f = std::clamp(std::log(reuse / at[hi - 1].first) / std::log(at[hi].first / at[hi - 1].first), 0.0, 1.0);
   return {lo.seconds + f * (up.seconds - lo.seconds), lo.extrapolated || up.extrapolated};
@@ -47,15 +48,11 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
     if (s) {
       CollModel::Prediction p = s->model.predict(double(c.bytes()));
       const std::vector<const SweepSeries*> spreads = sweep_.spreads_of(*s);
-      // The sweep's first footprint is the model's weights. A gather in place (z1's, z2's into
-      // the whole weights) moves the whole of what the spread call cycles through, and its reuse
-      // distance says how cold it is. Out of place the step's gathers (z3's, hsdp's and hpz's)
-      // read a block of the shard and write a transient buffer: they took the weights' spread
-      // time in the step whatever their input's distance.
-      const uint64_t weights_footprint = spreads.empty() ? 0 : spreads.front()->footprint;
-      const uint64_t reuse = c.in_place ? c.reuse_bytes : weights_footprint;
+      // A gather pays the spread time at its buffer's reuse distance: z1's and z2's in place
+      // meet the gradients and the weights between two gathers of a layer; hpz's read each block
+      // once a step, z3's twice, its backward soon after its forward.
       if (c.op == Coll::all_gather && !spreads.empty()) {
-        const CollModel::Prediction cold = cold_prediction(*s, spreads, double(c.bytes()), reuse);
+        const CollModel::Prediction cold = cold_prediction(*s, spreads, double(c.bytes()), c.reuse_bytes);
         p.seconds += gather_cold_fraction(c.in_place, s->in_place, ranks) * (cold.seconds - p.seconds);
         p.extrapolated = p.extrapolated || cold.extrapolated;
       }
@@ -69,7 +66,7 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
       // the sweep's took 12 to 15% more at twice the footprint (docs/predict.md).
       const bool reduction = c.op == Coll::all_reduce || c.op == Coll::reduce_scatter;
       if (reduction && !c.reused_buffer && !spreads.empty()) {
-        const CollModel::Prediction cold = cold_prediction(*s, spreads, double(c.bytes()), weights_footprint);
+        const CollModel::Prediction cold = cold_prediction(*s, {spreads.front()}, double(c.bytes()), 0);
         out.unwritten_s = cold.seconds * share;
         out.extrapolated = out.extrapolated || cold.extrapolated;
       }

@@ -2,8 +2,8 @@
 // over that many ranks in that tier, else from the tier's fitted link (more ranks than swept,
 // another node shape), and always from the link when the inter-node rate is set (--link-gbps).
 // Where the sweep timed an all-gather both on one buffer and spread, the gather pays the
-// spread's time where the sweep timed its placement (in place, at its buffer's reuse distance:
-// cold_prediction); reductions read gradients the backward has just written, and are read off
+// spread's time where the sweep timed its placement, at its buffer's reuse distance
+// (cold_prediction); reductions read gradients the backward has just written, and are read off
 // one buffer, except in the round with communication alone, whose backward writes none: there
 // a reduction swept spread too pays the spread's time over the weights (the first footprint:
 // CollCost::unwritten_s), unless an earlier collective of the step used its buffer (a slot the
@@ -34,11 +34,12 @@ double gather_cold_fraction(bool step_in_place, bool swept_in_place, int ranks);
 
 // What a call of `bytes` pays cold, where the sweep timed it on one buffer (`warm`) and spread over
 // footprints (`spreads`, the smallest first; zb_collectives --footprint, --gather-footprint): at
-// its buffer's reuse distance in the step (CollRecord::reuse_bytes). One buffer counts as a footprint of the
-// call's own bytes; between two footprints the time goes linearly in the footprint's logarithm
-// (as a 1 MB call's did from 16 to 128 MiB on a 2-core guest: docs/predict.md); past the
-// largest, or with no distance known (0), the largest. Footprints no larger than the call (a
-// single slot) are left out.
+// its buffer's reuse distance in the step (CollRecord::reuse_bytes). Up to the first footprint
+// (the model's weights) that footprint's time, as z3's gathers took it at distances of a third
+// to all of the weights; between two footprints linear in the footprint's logarithm (as a 1 MB
+// call's time went from 16 to 128 MiB on a 2-core guest: docs/predict.md); past the largest, or
+// with no distance known (0), the largest. Footprints no larger than the call (a single slot)
+// are left out; with none left, the time on one buffer.
 CollModel::Prediction cold_prediction(const SweepSeries& warm, const std::vector<const SweepSeries*>& spreads,
                                       double bytes, uint64_t reuse_bytes);
 

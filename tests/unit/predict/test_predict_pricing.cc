@@ -207,7 +207,7 @@ TEST(Pricer, AGatherPaysTheSpreadTimeOfItsPlacementAndReductionsOneBuffers) {
               160e-6, 1e-15);  // out of place, as swept: the spread time
 }
 
-TEST(Pricer, AnInPlaceGatherPaysTheSpreadTimeAtItsBuffersReuseDistance) {
+TEST(Pricer, AGatherPaysTheSpreadTimeAtItsBuffersReuseDistance) {
   // In place on 4 ranks, an all-gather and an all-reduce each on one buffer, spread over 4 MiB
   // at twice its time and over 16 MiB at four times, listed out of order.
   const double a = 20e-6, b = 1e-9, mib = 1 << 20;
@@ -229,16 +229,20 @@ TEST(Pricer, AnInPlaceGatherPaysTheSpreadTimeAtItsBuffersReuseDistance) {
   EXPECT_EQ(spreads[0]->footprint, 4u << 20);
   const double w = 3 * a + 0.75 * mib * b;  // 1 MiB on one buffer
   auto at = [&](double bytes, uint64_t reuse) { return cold_prediction(*one, spreads, bytes, reuse).seconds; };
-  EXPECT_NEAR(at(mib, 1 << 20), w, 1e-12);         // nothing else between two uses: one buffer
-  EXPECT_NEAR(at(mib, 2 << 20), 1.5 * w, 1e-12);   // halfway from 1 to 4 MiB in the logarithm
-  EXPECT_NEAR(at(mib, 8 << 20), 3 * w, 1e-12);     // halfway from 4 to 16 MiB
+  EXPECT_NEAR(at(mib, 1 << 20), 2 * w, 1e-12);     // up to the first footprint, its time
+  EXPECT_NEAR(at(mib, 4 << 20), 2 * w, 1e-12);
+  EXPECT_NEAR(at(mib, 8 << 20), 3 * w, 1e-12);     // halfway from 4 to 16 MiB in the logarithm
   EXPECT_NEAR(at(mib, 64u << 20), 4 * w, 1e-12);   // past the largest footprint
   EXPECT_NEAR(at(mib, 0), 4 * w, 1e-12);           // no distance known: the largest
-  // A 4 MiB call: its own size is the first footprint, the 4 MiB spread (one slot) left out.
+  // A 4 MiB call: the 4 MiB spread (one slot) left out, 16 MiB the first footprint; a 16 MiB
+  // call has none left and takes the time on one buffer.
   const double w4 = 3 * a + 3 * mib * b;
-  EXPECT_NEAR(at(4 * mib, 8 << 20), 2.5 * w4, 1e-12);
-  // The pricer takes the distance the recorder logged for a gather in place; out of place, and
-  // for a reduction over gradients no backward wrote, the first footprint's time (the weights').
+  EXPECT_NEAR(at(4 * mib, 8 << 20), 4 * w4, 1e-12);
+  EXPECT_NEAR(cold_prediction(*one, spreads, 16 * mib, 64u << 20).seconds,
+              one->model.predict(16 * mib).seconds, 1e-12);
+  // The pricer takes the distance the recorder logged for a gather, in place or out (then, from
+  // an in-place sweep, its 1/4 block's part of the extra); a reduction over gradients no backward
+  // wrote takes the first footprint's time (the weights') at any distance.
   Topology node;
   ASSERT_TRUE(modelled_topology(4, 4, &node));
   const Pricer pricer(sweep, fit_tiers(sweep), node);
@@ -247,8 +251,8 @@ TEST(Pricer, AnInPlaceGatherPaysTheSpreadTimeAtItsBuffersReuseDistance) {
   ag.reuse_bytes = 8 << 20;
   Status missing;
   EXPECT_NEAR(pricer.cost(ag, &missing).seconds, 3 * w, 1e-12);
-  ag.in_place = false;  // priced from the in-place series: a quarter of the extra
-  EXPECT_NEAR(pricer.cost(ag, &missing).seconds, w + (2 * w - w) / 4, 1e-12);
+  ag.in_place = false;
+  EXPECT_NEAR(pricer.cost(ag, &missing).seconds, w + (3 * w - w) / 4, 1e-12);
   CollRecord ar = rec(Coll::all_reduce, 1 << 20, Group::world, 4);
   ar.in_place = true;
   ar.reuse_bytes = 8 << 20;
