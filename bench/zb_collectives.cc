@@ -21,7 +21,7 @@ struct Options {
   bool batch = true, check = true, bare = true, serial = false, node_groups = false;
   double serial_idle_us = 0;
   std::vector<uint64_t> footprints{0};      // 0: one buffer
-  std::vector<uint64_t> gather_footprints;  // more, for the in-place all-gathers alone
+  std::vector<uint64_t> gather_footprints;  // more, for the all-gathers alone
   std::vector<zb::CollOp> footprint_ops;  // empty: every op
   zb::Progress progress = zb::Progress::caller;
   std::vector<zb::Group> groups{zb::Group::world};
@@ -90,10 +90,10 @@ int main(int argc, char** argv) {
                    "only the inputs are spread: the output is one buffer every call reuses, as a step's gathers "
                    "into its transient buffers. A list (0,16M) times each op at each; names gain /footprint:B "
                    "where B is above 0");
-  f.add_bytes_list("gather-footprint", &opt.gather_footprints, "further footprints for the in-place all-gathers "
-                   "alone, after --footprint's (default: none): z1's and z2's gathers into their whole weights "
-                   "meet the gradients as well as the weights between two uses of a layer, and zb_predict prices "
-                   "them at that reuse distance, between the footprints swept");
+  f.add_bytes_list("gather-footprint", &opt.gather_footprints, "further footprints for the all-gathers alone, "
+                   "after --footprint's (default: none): z1's and z2's gathers into their whole weights meet the "
+                   "gradients as well as the weights between two uses of a layer, hpz's read each block once a "
+                   "step, and zb_predict prices a gather at its reuse distance, between the footprints swept");
   f.add_list("footprint-ops", &opt.footprint_ops, "the ops --footprint spreads; the others reuse one buffer "
              "(default: every op). A step's gathers read weights last touched a step before, its reductions "
              "gradients the backward has just written (in the round with communication alone, none wrote them)",
@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
         if (op.hier && group != zb::Group::world) continue;  // it picks its own groups
         if (in_place && (op.hier || op.op == zb::Coll::all_to_all)) continue;  // no in-place form here
         std::vector<uint64_t> footprints = spread(op) ? opt.footprints : std::vector<uint64_t>{0};
-        if (spread(op) && in_place && op.op == zb::Coll::all_gather)
+        if (spread(op) && op.op == zb::Coll::all_gather)
           footprints.insert(footprints.end(), opt.gather_footprints.begin(), opt.gather_footprints.end());
         for (uint64_t footprint : footprints) {
           for (uint64_t bytes : zb::size_sweep(opt.min_bytes, opt.max_bytes, opt.step_factor)) {

@@ -125,15 +125,14 @@ class Model:
         in_place = "in" in f.items("placement", ["out"])
         # --footprint times each op --footprint-ops names at each footprint listed (0: one buffer),
         # writing the spread's buffers first and using each twice, untimed; the other ops once.
-        # --gather-footprint adds footprints to the in-place all-gathers alone.
+        # --gather-footprint adds footprints to the all-gathers alone.
         footprints = [parse_bytes(x) for x in f.items("footprint", ["0"])]
         gathers_more = [parse_bytes(x) for x in f.items("gather-footprint", [])]
         spread_ops = f.items("footprint-ops", ops)
         out = []
-        calls = [(op, False) for op in ops] + ([(o, True) for o in ops if o in c["ops"]] if in_place else [])
-        for op, placed_in in calls:
+        for op in ops + ([o for o in ops if o in c["ops"]] if in_place else []):
             passes = 2 if "all_reduce" in op else 1
-            more = gathers_more if placed_in and op == "all_gather" else []
+            more = gathers_more if op == "all_gather" else []
             for footprint in footprints + more if op in spread_ops else [0]:
                 for b in sizes:
                     one = self.ring_s(b, passes, bw)

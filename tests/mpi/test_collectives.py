@@ -154,14 +154,14 @@ def test_footprint_ops_spread_only_the_ops_named():
                       "all_gather/bytes:4096/dtype:bf16": 6144,
                       "all_gather/bytes:4096/dtype:bf16/footprint:1048576": 512 * 2048 + 4096}, proc.stdout
     assert "all_gather spread" in proc.stdout
-    # --gather-footprint adds a footprint to the in-place all-gathers alone.
+    # --gather-footprint adds a footprint to the all-gathers alone.
     data, proc = run_json(2, "zb_collectives", ["--min-bytes=4K", "--max-bytes=4K", "--iters=2",
                                                "--ops=all_gather,reduce_scatter", "--placement=out,in",
                                                "--footprint=0,1M", "--gather-footprint=2M"])
     assert sorted(benchmarks(data)) == sorted(
         op + "/bytes:4096/dtype:bf16" + placed + footprint
         for op, placed, footprints in (
-            ("all_gather", "", ("", "/footprint:1048576")),
+            ("all_gather", "", ("", "/footprint:1048576", "/footprint:2097152")),
             ("all_gather", "/placement:in", ("", "/footprint:1048576", "/footprint:2097152")),
             ("reduce_scatter", "", ("", "/footprint:1048576")),
             ("reduce_scatter", "/placement:in", ("", "/footprint:1048576")))

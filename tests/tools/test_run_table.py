@@ -83,10 +83,10 @@ def effective(words):
 
 def test_the_predictors_sweep_spreads_its_collectives_over_the_models_weights():
     # On CPUs the gathers and reductions are timed on one buffer (0) and spread over the model's
-    # BF16 weights per rank, 2 bytes a parameter, and the in-place gathers also over four times
-    # that, past their reuse distance: zb_predict prices a gather from the spread (in place at its
-    # buffer's reuse distance), a reduction from one buffer, and in the round with communication
-    # alone an in-place one from the spread.
+    # BF16 weights per rank, 2 bytes a parameter, and the gathers also over four times that, past
+    # their reuse distance: zb_predict prices a gather from the spread at its buffer's reuse
+    # distance, a reduction from one buffer, and in the round with communication alone an
+    # in-place one from the spread.
     for size in TABLE.sizes:
         model = dict(w[2:].split("=", 1) for w in TABLE.run("zero").argv(size, "mpi", "/r") if "=" in w)
         sweep = dict(w[2:].split("=", 1) for w in TABLE.run("predict_sweep").argv(size, "mpi", "/r") if "=" in w)
