@@ -155,8 +155,8 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
         in_place = ("on CPU ranks of one node this stage gathers into its whole weights in place, and "
                     "between two gathers of a layer the step's collectives move its gradients too, where "
                     f"{sweep or 'the sweep'} spread its calls over one footprint: the step's gathers then take "
-                    "up to twice the sweep's time; a second footprint for the in-place gathers, four times "
-                    "the weights (`zb_collectives --gather-footprint`), prices them at their reuse distance "
+                    "up to twice the sweep's time; a second footprint for the gathers, four times the "
+                    "weights (`zb_collectives --gather-footprint`), prices them at their reuse distance "
                     "(docs/predict.md; `zb_predict --explain` names them `all_gather in place`)")
         return in_place + ("; and " + noise_why if noisy else "")
     if noisy:
