@@ -1,7 +1,7 @@
 """summary.md's "check these" list, its predictions: a prediction whose error lies outside its
 tolerance (plots/tolerances.py), with the reason the results files themselves give for it (a
 late rank, CPU ranks sharing cores, a late finish, the sweep's warm buffers, in-place gathers
-the step's compute has moved past, or the sweep's noise).
+priced from one footprint short of their reuse distance, or the sweep's noise).
 
 Reads what the C++ wrote and compares; it measures nothing.
 """

@@ -75,14 +75,14 @@ class RecordingCommunicator final : public Communicator {
   // range to `op`, both included; 0 when none did. Logged collectives of every step count, so
   // a step's first use of a buffer reaches back into the step before.
   uint64_t reuse_distance(const CollRecord& op, const void* send, const void* recv) {
-    std::vector<Range> seen = ranges(op, send, recv);
+    touched_.push_back(ranges(op, send, recv));
+    std::vector<Range> seen = touched_.back();
     const Range key = seen.front();
     bool found = false;
-    for (auto it = touched_.rbegin(); it != touched_.rend() && !found; ++it) {
+    for (auto it = touched_.rbegin() + 1; it != touched_.rend() && !found; ++it) {
       for (const Range& r : *it) found = found || (r.first < key.second && key.first < r.second);
       seen.insert(seen.end(), it->begin(), it->end());
     }
-    touched_.push_back(ranges(op, send, recv));
     if (!found) return 0;
     std::sort(seen.begin(), seen.end());
     uint64_t bytes = 0;

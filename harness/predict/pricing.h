@@ -36,9 +36,9 @@ double gather_cold_fraction(bool step_in_place, bool swept_in_place, int ranks);
 // footprints (`spreads`, the smallest first; zb_collectives --footprint, --gather-footprint): at
 // its buffer's reuse distance in the step (CollRecord::reuse_bytes). Up to the first footprint
 // (the model's weights) that footprint's time, as z3's gathers took it at distances from an
-// eighth of the weights to past them; between two footprints linear in the footprint's logarithm (as a 1 MB
-// call's time went from 16 to 128 MiB on a 2-core guest: docs/predict.md); past the largest, or
-// with no distance known (0), the largest. Footprints no larger than the call (a single slot)
+// eighth of the weights to past them; between two footprints linear in the footprint's
+// logarithm (as a 1 MB call's time went from 16 to 128 MiB on a 2-core guest: docs/predict.md);
+// past the largest, or with no distance known (0), the largest. Footprints no larger than the call (a single slot)
 // are left out; with none left, the time on one buffer.
 CollModel::Prediction cold_prediction(const SweepSeries& warm, const std::vector<const SweepSeries*>& spreads,
                                       double bytes, uint64_t reuse_bytes);
