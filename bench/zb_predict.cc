@@ -302,15 +302,18 @@ int main(int argc, char** argv) {
                   "--kernels=FILE (zb_optimizer --parts=kernels)\n");
     const int per_node = topo.size / topo.nodes;
     const zb::HostShare host = zb::host_share(sweep.host_cores(), per_node);
-    if (sweep.host_cores() > 0)
+    if (sweep.host_cores() > 0 && host.outnumbered_ranks == 0)
       std::printf("# host: %d cores a node, shared by %d ranks' compute and communication; while compute keeps "
                   "them busy the stream runs at %.2f of its swept speed, at %.2f where half the ranks compute "
                   "(the others behind or ahead)\n",
                   sweep.host_cores(), per_node, host.stream_rate, host.skewed_rate);
-    if (sweep.host_cores() > 0 && per_node > sweep.host_cores())
-      std::printf("# the ranks outnumber the cores: a rank whose collective ends while other ranks' compute "
-                  "holds every core waits for one, a scheduler's delay the replay does not price, so the "
-                  "exposed time comes out short\n");
+    if (host.outnumbered_ranks > 0)
+      std::printf("# host: %d cores a node for %d ranks: the ranks outnumber the cores, so the stream moves only "
+                  "while none of them computes ((1 - busy share of each op)^%d of its swept speed), and a "
+                  "reduction queued behind others meets its gradients cold; not priced: the kernels the "
+                  "collectives slow in turn, and a rank whose collective ends while other ranks' compute holds "
+                  "every core waiting for one, so the exposed time still comes out short\n",
+                  sweep.host_cores(), per_node, per_node);
     if (topo.nodes > 1 && !tiers.inter.ok())
       std::printf("# links between nodes: the sweep ran on one node, so they take its link's latency\n");
     for (const auto& [stage, o, m] : rows)

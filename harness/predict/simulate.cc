@@ -2,6 +2,7 @@
 #include "harness/predict/simulate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <limits>
 #include <map>
@@ -40,7 +41,8 @@ class Replay {
     uint64_t seq;
     double issued, ready, left, handoff_s;  // may start at `ready`; `left` seconds of swept work
     int generation;  // the step whose drawing holds it
-    double start = -1;
+    double bytes = 0, moved_at_issue = 0, cold_s = NAN;  // cold_s: CollCost::unwritten_s
+    double start = -1, work = 0;  // work: its swept seconds once started
     size_t span = 0, placed = 0;
   };
   struct Done {
@@ -66,6 +68,13 @@ class Replay {
     span(name + std::to_string(op.layer), Track::compute, clock_, clock_ + d);
     place(op, clock_, clock_, clock_ + d);
     const double end = clock_ + d;
+    // Ranks that outnumber the cores: the stream moves only while none of them computes.
+    if (host_ && host_->outnumbered_ranks > 0) {
+      drain(end, d > 0 ? std::pow(1 - busy / d, host_->outnumbered_ranks) : 1);
+      clock_ += d;
+      p_.compute_s += d;
+      return;
+    }
     drain(end - busy - alone, 1);
     if (alone > 0) drain(end - busy, host_->skewed_rate);
     drain(end - alone, busy > 0 ? host_->stream_rate : 1);
@@ -81,6 +90,7 @@ class Replay {
     double ready = clock_;
     if (c.wake_s > 0 && queue_.empty() && clock_ - comm_free_ >= c.wake_after_s) ready += c.wake_s;
     InFlight f{op.seq, clock_, ready, c.seconds, c.handoff_s, generation_};
+    f.bytes = double(op.coll.bytes()), f.moved_at_issue = moved_, f.cold_s = c.unwritten_s;
     f.span = spans.size();
     span(collective_label(op.coll), Track::comm, ready, ready,
          "\"bytes\": " + std::to_string(op.coll.bytes()) + ", \"seq\": " + std::to_string(op.seq));
@@ -129,22 +139,38 @@ class Replay {
       InFlight& f = queue_.front();
       const double t = std::max(cursor_, f.ready);
       if (t >= to) break;
-      if (f.start < 0) f.start = t;
+      if (f.start < 0) start(f, t);
       if (rate <= 0) {
         cursor_ = to;
         return;
       }
       const double end = t + f.left / rate;
       if (end > to) {
+        if (f.work > 0) moved_ += f.bytes * (to - t) * rate / f.work;
         f.left -= (to - t) * rate;
         cursor_ = to;
         return;
       }
+      if (f.work > 0) moved_ += f.bytes * f.left / f.work;
       finish(f, end);
       queue_.pop_front();
       if (one) return;
     }
     cursor_ = std::max(cursor_, to);
+  }
+
+  // A reduction of gradients the backward wrote finds them in the caches if it starts before
+  // as many bytes again passed through them: the collectives the stream ran between its issue
+  // and its start evict them in proportion, up to the spread time of one that meets them cold.
+  void start(InFlight& f, double t) {
+    f.start = t;
+    if (std::isfinite(f.cold_s) && f.bytes > 0) {
+      const double cold = std::clamp((moved_ - f.moved_at_issue) / f.bytes, 0.0, 1.0);
+      const double more = cold * std::max(0.0, f.cold_s - f.left);
+      f.left += more;
+      if (f.generation == generation_) p_.stream_s += more;
+    }
+    f.work = f.left;
   }
 
   void finish(const InFlight& f, double end) {
@@ -174,6 +200,7 @@ class Replay {
   const bool draw_;
   double clock_ = 0, cursor_ = 0, comm_free_ = 0, step_start_ = 0;
   double lead_ = 0;  // how far the fastest rank is ahead of the slowest (RankSkew)
+  double moved_ = 0;  // bytes the stream's collectives have moved so far
   int generation_ = 0;
   std::deque<InFlight> queue_;
   std::map<uint64_t, Done> done_;  // collective number -> when it completed, what a blocked wait adds

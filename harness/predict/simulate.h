@@ -38,9 +38,11 @@ struct CollCost {
   // Issued to a stream idle for at least wake_after_s, it starts wake_s late: the
   // communication thread and the cores woken (a sweep's serial_idle_s less serial_s; 0: none).
   double wake_s = 0, wake_after_s = 0;
-  // Its seconds in the round with communication alone (zb_zero's comm_s), where no backward
-  // wrote the gradients a reduction reads: the spread sweep's time for one whose buffer no
-  // earlier collective of the step used. NaN: `seconds`.
+  // Its seconds where it meets its gradients cold: in the round with communication alone
+  // (zb_zero's comm_s), where no backward wrote the gradients a reduction reads, and in part
+  // where it waited in the stream's queue while other collectives' bytes passed through the
+  // caches. The spread sweep's time for one whose buffer no earlier collective of the step
+  // used. NaN: `seconds` always.
   double unwritten_s = NAN;
 };
 
@@ -67,6 +69,12 @@ struct HostShare {
   // Its speed while only some ranks' busy spells run (RankSkew: the fastest rank's has begun,
   // the slowest's not yet, or the other way round at its end).
   double skewed_rate = 1;
+  // Where a node's ranks outnumber its cores (0: they do not): how many. A collective then
+  // moves only while none of them computes, since a busy rank keeps its core for a whole time
+  // slice and the others' communication threads wait for it; their spells fall apart (each
+  // rank's own lateness), so over an op with `busy` of `d` seconds busy the stream runs at
+  // (1 - busy/d)^ranks of its swept speed.
+  int outnumbered_ranks = 0;
 };
 
 // Ranks that run the same compute at different speeds (one core shared more than another).
