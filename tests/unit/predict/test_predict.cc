@@ -1,8 +1,8 @@
 // The predictor's pieces on synthetic data: the collective model reproduces an alpha-beta
 // sweep exactly and flags extrapolation; nccl-tests' -J JSON is read into known times; the
-// replay of a logged step gives hand-computed times, with the stream slowed where compute
-// keeps a shared host busy and a faster rank waiting longer (the kernels' rates and the
-// recorded step: test_predict_inputs.cc).
+// replay of a logged step gives hand-computed times, a faster rank waiting longer (a shared
+// host: test_predict_host.cc; the kernels' rates and the recorded step:
+// test_predict_inputs.cc).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +11,6 @@
 
 #include "harness/predict/coll_model.h"
 #include "harness/predict/nccl_tests.h"
-#include "harness/predict/replay.h"
 #include "harness/predict/simulate.h"
 #include "harness/predict/sweep.h"
 
@@ -261,54 +260,6 @@ TEST(Simulate, OnlyTheLastStepCountsAndCollectivesQueue) {
   EXPECT_EQ(p.collectives, 1);
 }
 
-// Two backwards of 2 s, each ending in 1 s of compute that keeps the host busy, a 3 s
-// reduction issued after the first, and the optimizer's wait for it.
-ScheduleLog reduction_under_two_backwards() {
-  ScheduleLog log;
-  log.step();
-  log.compute("backward", 1);
-  log.issue(1, coll(3));
-  log.compute("backward", 0);
-  log.wait(1);
-  return log;
-}
-
-HostShare busy_last_second(double stream_rate, double skewed_rate = 1) {
-  return {[](const ScheduleOp& op) { return op.what == "backward" ? 1.0 : 0.0; }, stream_rate, skewed_rate};
-}
-
-// Every compute op 2 s, every collective its count in seconds.
-StepPrediction replay_on_host(const ScheduleLog& log, const HostShare& host, const RankSkew* skew = nullptr,
-                              std::vector<OpTiming>* timeline = nullptr) {
-  return predict_step(
-      log.ops(), [](const ScheduleOp&) { return 2.0; },
-      [](const CollRecord& c) { return CollCost{double(c.count), 0, false}; }, nullptr, timeline, &host, skew);
-}
-
-TEST(Simulate, ComputeThatKeepsASharedHostBusySlowsTheStream) {
-  // The reduction runs 1 s under the second backward's sleep; while the host computes it runs
-  // at the rate given; then the optimizer's wait blocks until it ends.
-  const ScheduleLog log = reduction_under_two_backwards();
-  auto run = [&](double rate, std::vector<OpTiming>* timeline) {
-    return replay_on_host(log, busy_last_second(rate), nullptr, timeline);
-  };
-  std::vector<OpTiming> timeline;
-  StepPrediction stopped = run(0, &timeline);
-  EXPECT_DOUBLE_EQ(stopped.exposed_s, 2.0);  // 2 s of it left at t=4: blocked until t=6
-  EXPECT_DOUBLE_EQ(stopped.step_s, 6.0);
-  EXPECT_DOUBLE_EQ(stopped.stream_s, 3.0);  // its swept time: the pause is not its work
-  EXPECT_DOUBLE_EQ(stopped.comm_s, 3.0);    // no compute, nothing to share the host with
-  ASSERT_EQ(timeline.size(), 4u);
-  EXPECT_EQ(timeline[1].kind, ScheduleOp::Kind::issue);
-  EXPECT_DOUBLE_EQ(timeline[1].start_s, 2.0);
-  EXPECT_DOUBLE_EQ(timeline[1].end_s, 6.0);
-  // At half speed the busy second does half a second's work: 1.5 s left at t=4.
-  EXPECT_DOUBLE_EQ(run(0.5, nullptr).exposed_s, 1.5);
-  // At full speed the host is not shared: as without it, 2 to 5.
-  EXPECT_DOUBLE_EQ(run(1, nullptr).exposed_s, 1.0);
-  EXPECT_DOUBLE_EQ(replay(log).exposed_s, 1.0);
-}
-
 TEST(Simulate, AFasterRankReachesEachWaitEarlierAndWaitsForTheLateOne) {
   // Each backward takes 2 s on the slowest rank and 0.5 s less on the fastest. A 1.5 s
   // reduction issued at t=2 ends at 3.5: the slowest rank reaches its wait at 4 and goes on;
@@ -335,40 +286,6 @@ TEST(Simulate, AFasterRankReachesEachWaitEarlierAndWaitsForTheLateOne) {
   EXPECT_DOUBLE_EQ(alike.exposed_s, 1.0);
   EXPECT_DOUBLE_EQ(alike.skew_wait_s, 0.0);
   EXPECT_DOUBLE_EQ(alike.step_s, 5.0);
-}
-
-TEST(Simulate, OnASharedHostTheRanksBusySpellsTogetherPauseTheStreamLonger) {
-  // The host-share case above (a 3 s reduction, 1 s of host compute at the end of each 2 s
-  // backward, the stream stopped meanwhile), with the fastest rank 0.25 s ahead after the
-  // first backward: its busy spell starts 0.25 s before the slowest's, so the stream (stopped
-  // while any rank computes) runs only from 2 to 2.75 and has 2.25 s left at t=4, until 6.25.
-  // The fastest rank, 0.5 s ahead by then, waits from 3.5.
-  const ScheduleLog log = reduction_under_two_backwards();
-  RankSkew skew{[](const ScheduleOp& op) { return op.what == "backward" ? 0.25 : 0.0; }};
-  StepPrediction p = replay_on_host(log, busy_last_second(0, 0), &skew);
-  EXPECT_DOUBLE_EQ(p.step_s, 6.25);
-  EXPECT_DOUBLE_EQ(p.exposed_s, 2.75);
-  EXPECT_DOUBLE_EQ(p.skew_wait_s, 0.0);  // issued at 2, before either rank waited
-  // Where one rank's spell runs alone the stream goes at half speed: from 2.75 to 3 (the
-  // fastest alone) and 3.75 to 4 (the slowest alone) it does 0.25 s of work, stopping only
-  // from 3 to 3.75 where both compute. 2 s are left at t=4, until 6.
-  p = replay_on_host(log, busy_last_second(0, 0.5), &skew);
-  EXPECT_DOUBLE_EQ(p.step_s, 6.0);
-  EXPECT_DOUBLE_EQ(p.exposed_s, 2.5);
-}
-
-TEST(Simulate, TheStreamSlowsOnlyWhereTheRanksThreadsOutnumberTheCores) {
-  // Each rank's communication thread shares the cores with the busy compute threads, a fair
-  // share each: cores / (busy compute threads + communication threads), at most 1.
-  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 2), 0.5);    // 4 threads on 2 cores
-  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 4), 0.25);   // oversubscribed: 8 threads on 2 cores
-  EXPECT_DOUBLE_EQ(busy_stream_rate(6, 4), 0.75);   // 8 threads on 6 cores
-  EXPECT_DOUBLE_EQ(busy_stream_rate(96, 8), 1.0);   // a core each and more
-  EXPECT_DOUBLE_EQ(busy_stream_rate(0, 8), 1.0);    // on devices the host is not shared
-  // With only some ranks computing: 1 of 2 leaves 3 threads on 2 cores.
-  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 2, 1), 2.0 / 3);
-  EXPECT_DOUBLE_EQ(busy_stream_rate(2, 4, 2), 2.0 / 6);
-  EXPECT_DOUBLE_EQ(busy_stream_rate(6, 4, 2), 1.0);
 }
 
 }  // namespace
