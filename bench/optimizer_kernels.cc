@@ -81,6 +81,11 @@ Status kernel_against_limit(Run& run, Compute& compute, const KernelUnderTest& k
   // rank's probe, and the spread measured the probes (4 ranks on 2 cores: 0.43 to 0.58 there,
   // 0.18 to 0.24 here).
   out->rank_spread = tk.slowest_rank_median_s > 0 ? 1 - tk.fastest_rank_median_s / tk.slowest_rank_median_s : 0;
+  // The same loop's mean, what zb_predict prices a step's kernel at: the ranks' kernels meet
+  // each other there as in a step, time slices included, where the interleaved loop's ranks
+  // drift apart and each kernel runs nearly alone (4 ranks on 2 cores: the synthetic gradient
+  // 1.0 to 1.5 ms per 1e6 parameters here against 0.5 there, and 0.7 to 1.5 in a step).
+  out->side_by_side_s = tk.mean_s;
   run.state().SetLabel("limit: " + out->limit_pattern);
   run.counter("ranks", run.driver().size());
   run.counter("threads", gpu ? 0 : threads);
@@ -92,6 +97,7 @@ Status kernel_against_limit(Run& run, Compute& compute, const KernelUnderTest& k
   run.counter("limit_GBps", out->limit_gbps);
   run.counter("frac_of_limit", out->frac);
   run.counter("rank_spread", out->rank_spread);
+  run.counter("side_by_side_s", out->side_by_side_s);
   return Status::ok();
 }
 

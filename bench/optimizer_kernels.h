@@ -15,6 +15,7 @@ struct KernelResult {
   double kernel_s = 0;  // median call of the alternating rounds
   double gbps = 0, limit_gbps = 0, frac = 0, params_per_s = 0;
   double rank_spread = 0;  // 1 - the fastest rank's median time / the slowest rank's
+  double side_by_side_s = 0;  // mean of the loop where every rank runs it back to back at once
   std::string limit_pattern;
 };
 
@@ -32,7 +33,7 @@ struct KernelUnderTest {
 // Times `k` (Google Benchmark's time), then `k` and every bandwidth probe alternating round by
 // round, and reports GB/s by the byte model against the best probe. Counters: params (the
 // elements), bytes_per_param_moved, kernel_s, params_per_s, GBps, limit_GBps, frac_of_limit,
-// each probe's <pattern>_GBps, ranks, threads and rank_spread.
+// each probe's <pattern>_GBps, ranks, threads, rank_spread and side_by_side_s.
 Status kernel_against_limit(Run& run, Compute& compute, const KernelUnderTest& k, KernelResult* out);
 
 // One optimizer update over `params` elements against the limit.

@@ -29,8 +29,14 @@ Status KernelRates::load(const std::string& path, KernelRates* out) {
       spreads.push_back(std::clamp(spread->second, 0.0, 1.0));
     auto rate = counters.find("params_per_s");
     if (kernel == "adam" || kernel == "momentum" || kernel == kSyntheticGradKernel) {
+      // At the time every rank took running it at once, as a step's ranks run theirs
+      // (side_by_side_s); files from before it was reported, at params_per_s.
       double params = 0;
-      if (rate != counters.end() && rate->second > 0 && parse_double(seg["params"], &params) && params > 0)
+      if (!parse_double(seg["params"], &params) || !(params > 0)) continue;
+      auto together = counters.find("side_by_side_s");
+      if (together != counters.end() && together->second > 0)
+        out->sized_[{kernel, seg["grad"]}][params] = params / together->second;
+      else if (rate != counters.end() && rate->second > 0)
         out->sized_[{kernel, seg["grad"]}][params] = rate->second;
       continue;
     }

@@ -86,6 +86,10 @@ def test_kernel_benchmarks_report_bandwidth_against_the_fastest_probe():
         assert b["limit_GBps"] == max(probes), name
         assert b["label"] == "limit: " + ("copy", "copy_plain", "triad", "rmw")[probes.index(max(probes))]
         assert b["rank_spread"] == 0, name  # one rank is its own fastest and slowest
+        # What zb_predict prices the step's kernel at: the back-to-back loop's mean, the time
+        # the benchmark reports.
+        unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
+        assert b["side_by_side_s"] == pytest.approx(b["real_time"] * unit, rel=1e-6), name
     assert "limit GB/s" in proc.stdout
 
 
