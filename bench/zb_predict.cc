@@ -310,9 +310,9 @@ int main(int argc, char** argv) {
     if (host.outnumbered_ranks > 0)
       std::printf("# host: %d cores a node for %d ranks: the ranks outnumber the cores, so the stream moves only "
                   "while none of them computes ((1 - busy share of each op)^%d of its swept speed), and a "
-                  "reduction queued behind others meets its gradients cold; not priced: the kernels the "
-                  "collectives slow in turn, and a rank whose collective ends while other ranks' compute holds "
-                  "every core waiting for one, so the exposed time still comes out short\n",
+                  "reduction queued behind others meets its gradients cold; the time slices themselves are not "
+                  "priced (a rank whose collective ends while other ranks' compute holds every core waits for "
+                  "one), so the exposed time is rougher than with a core for every rank\n",
                   sweep.host_cores(), per_node, per_node);
     if (topo.nodes > 1 && !tiers.inter.ok())
       std::printf("# links between nodes: the sweep ran on one node, so they take its link's latency\n");
