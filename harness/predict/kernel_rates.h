@@ -24,7 +24,8 @@ class KernelRates {
   //   (BF16 values where timed, else any dtype); the reduction's counts every input element
   //   (params_per_s x inputs).
   // - The update's (per optimizer and gradient dtype) and the synthetic gradient's (per dtype)
-  //   are kept at every size timed: an op is priced at the size nearest its own.
+  //   are kept at every size timed: an op is priced at the size nearest its own, at the time
+  //   every rank took running it at once (side_by_side_s; params_per_s in older files).
   // - How much faster the fastest rank runs: the median over every kernel timed of its
   //   rank_spread (0 where none has one). It is the ranks' cores that differ, not the kernels,
   //   and one kernel's spread, from a few iterations on a shared machine, is noisy.
