@@ -67,7 +67,7 @@ CollCost Pricer::cost(const CollRecord& c, Status* missing) const {
       const bool reduction = c.op == Coll::all_reduce || c.op == Coll::reduce_scatter;
       if (reduction && !c.reused_buffer && !spreads.empty()) {
         const CollModel::Prediction cold = cold_prediction(*s, {spreads.front()}, double(c.bytes()), 0);
-        out.unwritten_s = cold.seconds * share;
+        out.cold_s = cold.seconds * share;
         out.extrapolated = out.extrapolated || cold.extrapolated;
       }
       return out;

@@ -6,7 +6,7 @@
 // (cold_prediction); reductions read gradients the backward has just written, and are read off
 // one buffer, except in the round with communication alone, whose backward writes none: there
 // a reduction swept spread too pays the spread's time over the weights (the first footprint:
-// CollCost::unwritten_s), unless an earlier collective of the step used its buffer (a slot the
+// CollCost::cold_s), unless an earlier collective of the step used its buffer (a slot the
 // step cycles through: CollRecord::reused_buffer). In the whole step the replay moves such a
 // reduction toward that time as other collectives' bytes pass before it starts.
 #pragma once

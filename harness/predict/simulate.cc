@@ -41,7 +41,7 @@ class Replay {
     uint64_t seq;
     double issued, ready, left, handoff_s;  // may start at `ready`; `left` seconds of swept work
     int generation;  // the step whose drawing holds it
-    double bytes = 0, moved_at_issue = 0, cold_s = NAN;  // cold_s: CollCost::unwritten_s
+    double bytes = 0, moved_at_issue = 0, cold_s = NAN;  // CollCost::cold_s
     double start = -1, work = 0;  // work: its swept seconds once started
     size_t span = 0, placed = 0;
   };
@@ -90,7 +90,7 @@ class Replay {
     double ready = clock_;
     if (c.wake_s > 0 && queue_.empty() && clock_ - comm_free_ >= c.wake_after_s) ready += c.wake_s;
     InFlight f{op.seq, clock_, ready, c.seconds, c.handoff_s, generation_};
-    f.bytes = double(op.coll.bytes()), f.moved_at_issue = moved_, f.cold_s = c.unwritten_s;
+    f.bytes = double(op.coll.bytes()), f.moved_at_issue = moved_, f.cold_s = c.cold_s;
     f.span = spans.size();
     span(collective_label(op.coll), Track::comm, ready, ready,
          "\"bytes\": " + std::to_string(op.coll.bytes()) + ", \"seq\": " + std::to_string(op.seq));
@@ -229,7 +229,7 @@ StepPrediction predict_step(const std::vector<ScheduleOp>& ops,
   StepPrediction p = simulate(ops, compute_seconds, coll_cost, spans, timeline, host, skew);
   auto comm_round_cost = [&](const CollRecord& c) {
     CollCost k = coll_cost(c);
-    if (std::isfinite(k.unwritten_s)) k.seconds = k.unwritten_s;
+    if (std::isfinite(k.cold_s)) k.seconds = k.cold_s;
     return k;
   };
   p.comm_s = simulate(ops, [](const ScheduleOp&) { return 0.0; }, comm_round_cost, nullptr, comm_timeline).step_s;

@@ -43,7 +43,7 @@ struct CollCost {
   // where it waited in the stream's queue while other collectives' bytes passed through the
   // caches. The spread sweep's time for one whose buffer no earlier collective of the step
   // used. NaN: `seconds` always.
-  double unwritten_s = NAN;
+  double cold_s = NAN;
 };
 
 // One op of the last step as the replay placed it, seconds from the step's start: compute from
@@ -103,7 +103,7 @@ StepPrediction simulate(const std::vector<ScheduleOp>& ops,
 
 // simulate(), with comm_s from a second replay of the same ops with every compute op at 0 s:
 // the step of communication alone, its waits and hand-offs included, as zb_zero times comm_s;
-// there each collective costs its `unwritten_s` where it has one.
+// there each collective costs its `cold_s` where it has one.
 // `comm_timeline` (optional) gets that replay's ops.
 StepPrediction predict_step(const std::vector<ScheduleOp>& ops,
                             const std::function<double(const ScheduleOp&)>& compute_seconds,

@@ -225,7 +225,7 @@ TEST(Simulate, TheRoundWithCommunicationAloneCostsEachCollectiveItsUnwrittenTime
   // the gather has no such time. The step with compute pays 1 s for each.
   auto cost = [](const CollRecord& c) {
     CollCost out{double(c.count), 0, false};
-    if (c.op == Coll::all_reduce) out.unwritten_s = 1.5;
+    if (c.op == Coll::all_reduce) out.cold_s = 1.5;
     return out;
   };
   CollRecord gather = coll(2);

@@ -33,14 +33,14 @@ HostShare busy_last_second(double stream_rate, double skewed_rate = 1) {
 }
 
 // Every compute op 2 s; a collective of `count` elements takes `count` seconds, and `cold`
-// times that where it meets its gradients cold (CollCost::unwritten_s; NaN: never).
+// times that where it meets its gradients cold (CollCost::cold_s; NaN: never).
 StepPrediction replay_on_host(const ScheduleLog& log, const HostShare* host, const RankSkew* skew = nullptr,
                               std::vector<OpTiming>* timeline = nullptr, double cold = NAN) {
   return predict_step(
       log.ops(), [](const ScheduleOp&) { return 2.0; },
       [cold](const CollRecord& c) {
         CollCost k{double(c.count), 0, false};
-        k.unwritten_s = cold * double(c.count);
+        k.cold_s = cold * double(c.count);
         return k;
       },
       nullptr, timeline, host, skew);

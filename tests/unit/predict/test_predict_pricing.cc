@@ -149,9 +149,9 @@ TEST(Pricer, AGatherPaysTheSpreadTimeOfItsPlacementAndReductionsOneBuffers) {
   CollRecord ar_rec = rec(Coll::all_reduce, 1 << 20, Group::world, 4);
   const CollCost reduced = pricer.cost(ar_rec, &missing);
   EXPECT_NEAR(reduced.seconds, 6 * a + 1.5 * mib * b, 1e-12);
-  EXPECT_NEAR(reduced.unwritten_s, 5 * (6 * a + 1.5 * mib * b), 1e-12);
+  EXPECT_NEAR(reduced.cold_s, 5 * (6 * a + 1.5 * mib * b), 1e-12);
   ar_rec.reused_buffer = true;
-  EXPECT_TRUE(std::isnan(pricer.cost(ar_rec, &missing).unwritten_s));
+  EXPECT_TRUE(std::isnan(pricer.cost(ar_rec, &missing).cold_s));
   EXPECT_TRUE(missing);
   // Against a sweep of the other placement, its cold bytes over the swept call's, at most
   // all: out of place against in place, the 1/4 block of the output; in place against out
@@ -176,8 +176,8 @@ TEST(Pricer, AGatherPaysTheSpreadTimeOfItsPlacementAndReductionsOneBuffers) {
   in_place_ar.in_place = true;
   const CollCost unwritten = Pricer(with_in, t_ar, node).cost(in_place_ar, &missing);
   EXPECT_NEAR(unwritten.seconds, 6 * a + 1.5 * mib * b, 1e-12);
-  EXPECT_NEAR(unwritten.unwritten_s, 5 * (6 * a + 1.5 * mib * b), 1e-12);
-  EXPECT_TRUE(std::isnan(Pricer(with_in, t_ar, node).cost(ag, &missing).unwritten_s));
+  EXPECT_NEAR(unwritten.cold_s, 5 * (6 * a + 1.5 * mib * b), 1e-12);
+  EXPECT_TRUE(std::isnan(Pricer(with_in, t_ar, node).cost(ag, &missing).cold_s));
   // Spread alone, as an older sweep timed it: read off the spread series.
   Sweep spread_only;
   ASSERT_TRUE(Sweep::from_series({cold_out}, 4, 1, 0, &spread_only));
@@ -257,7 +257,7 @@ TEST(Pricer, AGatherPaysTheSpreadTimeAtItsBuffersReuseDistance) {
   ar.in_place = true;
   ar.reuse_bytes = 8 << 20;
   const double w_ar = 6 * a + 1.5 * mib * b;
-  EXPECT_NEAR(pricer.cost(ar, &missing).unwritten_s, 2 * w_ar, 1e-12);
+  EXPECT_NEAR(pricer.cost(ar, &missing).cold_s, 2 * w_ar, 1e-12);
   EXPECT_NEAR(pricer.cost(ar, &missing).seconds, w_ar, 1e-12);
 }
 
