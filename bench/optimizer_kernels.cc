@@ -81,10 +81,11 @@ Status kernel_against_limit(Run& run, Compute& compute, const KernelUnderTest& k
   // rank's probe, and the spread measured the probes (4 ranks on 2 cores: 0.43 to 0.58 there,
   // 0.18 to 0.24 here).
   out->rank_spread = tk.slowest_rank_median_s > 0 ? 1 - tk.fastest_rank_median_s / tk.slowest_rank_median_s : 0;
-  // The same loop's mean, what zb_predict prices a step's kernel at: the ranks' kernels meet
-  // each other there as in a step, time slices included, where the interleaved loop's ranks
-  // drift apart and each kernel runs nearly alone (4 ranks on 2 cores: the synthetic gradient
-  // 1.0 to 1.5 ms per 1e6 parameters here against 0.5 there, and 0.7 to 1.5 in a step).
+  // The same loop's mean: the kernel's time with every rank running it at once, time slices
+  // included, where the interleaved loop's ranks drift apart and each kernel runs nearly alone.
+  // zb_predict prices a step's kernel between the two by how often the ranks' kernels meet
+  // (4 ranks on 2 cores: the synthetic gradient 1.0 to 1.65 ms per 1e6 parameters here against
+  // 0.5 to 0.55 there, and 0.54 to 0.66 in a step's backward).
   out->side_by_side_s = tk.mean_s;
   run.state().SetLabel("limit: " + out->limit_pattern);
   run.counter("ranks", run.driver().size());

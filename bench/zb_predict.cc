@@ -294,9 +294,15 @@ int main(int argc, char** argv) {
                 "the sweep\n",
                 opt.exposed_limit * 100);
     if (!kernels.empty())
-      std::printf("# kernels priced at zb_optimizer's rates from %s; the fastest rank runs them in %.1f%% less "
-                  "time than the slowest (rank_spread), so it runs ahead and waits longer\n",
-                  kernels.file().c_str(), kernels.rank_spread() * 100);
+      std::printf("# kernels priced at zb_optimizer's rates from %s%s; the fastest rank runs them in %.1f%% "
+                  "less time than the slowest (rank_spread), so it runs ahead and waits longer\n",
+                  kernels.file().c_str(),
+                  !kernels.prices_step_kernels() ? ""
+                  : sweep.host_cores() > 0
+                      ? " (the step's own between their time alone and side by side, by how often the ranks' "
+                        "kernels meet on the host's cores)"
+                      : " (the step's own at their time side by side, a device each)",
+                  kernels.rank_spread() * 100);
     if (!kernels.prices_step_kernels())
       std::printf("# the synthetic backward's gradient and the optimizer's update are not priced: give "
                   "--kernels=FILE (zb_optimizer --parts=kernels)\n");

@@ -29,15 +29,15 @@ Status KernelRates::load(const std::string& path, KernelRates* out) {
       spreads.push_back(std::clamp(spread->second, 0.0, 1.0));
     auto rate = counters.find("params_per_s");
     if (kernel == "adam" || kernel == "momentum" || kernel == kSyntheticGradKernel) {
-      // At the time every rank took running it at once, as a step's ranks run theirs
-      // (side_by_side_s); files from before it was reported, at params_per_s.
+      // Alone (params_per_s) and at the time every rank took running it at once, as a step's
+      // ranks run theirs where they meet (side_by_side_s; files from before it was reported
+      // have the first only).
       double params = 0;
       if (!parse_double(seg["params"], &params) || !(params > 0)) continue;
+      if (rate == counters.end() || !(rate->second > 0)) continue;
       auto together = counters.find("side_by_side_s");
-      if (together != counters.end() && together->second > 0)
-        out->sized_[{kernel, seg["grad"]}][params] = params / together->second;
-      else if (rate != counters.end() && rate->second > 0)
-        out->sized_[{kernel, seg["grad"]}][params] = rate->second;
+      const bool both = together != counters.end() && together->second > 0;
+      out->sized_[{kernel, seg["grad"]}][params] = {rate->second, both ? params / together->second : rate->second};
       continue;
     }
     if (kernel != "quantize" && kernel != "dequantize" && kernel != "reduce_requantize") continue;
@@ -71,17 +71,18 @@ double KernelRates::seconds(const ScheduleOp& op, Status* missing) const {
   return op.elements / it->second;
 }
 
-double KernelRates::step_kernel_seconds(const ScheduleOp& op, const std::string& grad) const {
-  if (op.elements <= 0) return 0;
+KernelRates::StepKernelTime KernelRates::step_kernel_time(const ScheduleOp& op, const std::string& grad) const {
+  if (op.elements <= 0) return {0, 0};
   // backward's format is the gradient dtype; update's the optimizer.
   auto it = op.what == "update" ? sized_.find({op.format, grad}) : sized_.find({kSyntheticGradKernel, op.format});
-  if (it == sized_.end() || it->second.empty()) return NAN;
-  double best = 0, distance = INFINITY;
-  for (const auto& [params, rate] : it->second) {
+  if (it == sized_.end() || it->second.empty()) return {};
+  Rates best;
+  double distance = INFINITY;
+  for (const auto& [params, rates] : it->second) {
     const double d = std::fabs(std::log(params / op.elements));
-    if (d < distance) distance = d, best = rate;
+    if (d < distance) distance = d, best = rates;
   }
-  return op.elements / best;
+  return {op.elements / best.alone, op.elements / best.together};
 }
 
 }  // namespace zb

@@ -24,8 +24,10 @@ class KernelRates {
   //   (BF16 values where timed, else any dtype); the reduction's counts every input element
   //   (params_per_s x inputs).
   // - The update's (per optimizer and gradient dtype) and the synthetic gradient's (per dtype)
-  //   are kept at every size timed: an op is priced at the size nearest its own, at the time
-  //   every rank took running it at once (side_by_side_s; params_per_s in older files).
+  //   are kept at every size timed, twice: at the time it took with the ranks drifted apart, each
+  //   nearly alone on the cores (params_per_s, from kernel_s), and at the time every rank took
+  //   running it at once (side_by_side_s; in older files, the first again). An op is priced at
+  //   the size nearest its own.
   // - How much faster the fastest rank runs: the median over every kernel timed of its
   //   rank_spread (0 where none has one). It is the ranks' cores that differ, not the kernels,
   //   and one kernel's spread, from a few iterations on a shared machine, is noisy.
@@ -36,9 +38,13 @@ class KernelRates {
   // together: an upper bound. Sets `missing` (once) where the file has no such kernel.
   double seconds(const ScheduleOp& op, Status* missing) const;
 
-  // A logged backward's synthetic gradient or update (schedule_log.h) at its measured rate, at
-  // `grad` dtype for the update; NaN where the file times no such kernel.
-  double step_kernel_seconds(const ScheduleOp& op, const std::string& grad) const;
+  // A logged backward's synthetic gradient or update (schedule_log.h) at its measured rates, at
+  // `grad` dtype for the update: run alone and run by every rank at once (compute_cost weighs
+  // the two by how often the ranks' kernels meet). NaN both where the file times no such kernel.
+  struct StepKernelTime {
+    double alone_s = NAN, together_s = NAN;
+  };
+  StepKernelTime step_kernel_time(const ScheduleOp& op, const std::string& grad) const;
 
   double rank_spread() const { return rank_spread_; }
   bool empty() const { return rates_.empty() && sized_.empty(); }
@@ -53,8 +59,11 @@ class KernelRates {
 
  private:
   std::map<std::pair<std::string, std::string>, double> rates_;  // (kernel, format) -> elements/s
-  // (kernel, gradient dtype) -> size timed -> elements/s
-  std::map<std::pair<std::string, std::string>, std::map<double, double>> sized_;
+  // (kernel, gradient dtype) -> size timed -> elements/s alone and side by side
+  struct Rates {
+    double alone = 0, together = 0;
+  };
+  std::map<std::pair<std::string, std::string>, std::map<double, Rates>> sized_;
   double rank_spread_ = 0;
   std::string file_;
 };

@@ -2,6 +2,7 @@
 #include "harness/predict/replay.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "harness/predict/link_rate.h"
 #include "harness/predict/pricing.h"
@@ -36,7 +37,30 @@ double kernel_seconds(const RecordedStep& step, const ScheduleOp& op, Status* mi
 
 }  // namespace
 
-ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status* missing) {
+double crowded_kernel_seconds(double alone_s, double together_s, double layer_s, bool layer_busy, int ranks,
+                              int cores) {
+  if (!(together_s > alone_s) || ranks < 2) return alone_s;
+  if (cores <= 0) return together_s;
+  const int free = ranks > cores ? cores : 1;  // kernels at once that still run alone
+  const double slower = together_s / alone_s - 1;
+  double s = alone_s;
+  for (int iter = 0; iter < 64; ++iter) {
+    const double u = std::clamp((s + (layer_busy ? layer_s : 0)) / (s + layer_s), 0.0, 1.0);
+    // The others busy at once: binomial over ranks - 1 at u; with them, 1 + k kernels run.
+    double expected = 0, chance = std::pow(1 - u, ranks - 1);
+    for (int k = 0; k < ranks; ++k) {
+      expected += chance * (1 + slower * std::max(0, 1 + k - free) / (ranks - free));
+      if (u < 1) chance *= double(ranks - 1 - k) / (k + 1) * u / (1 - u);
+    }
+    if (u >= 1) expected = together_s / alone_s;  // every rank busy throughout
+    const double next = alone_s * expected;
+    if (std::fabs(next - s) <= 1e-15 * together_s) return next;
+    s = next;
+  }
+  return s;
+}
+
+ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status* missing, int host_cores) {
   ComputeCost c;
   c.layer_busy = step.compute.kind == ComputeSpec::Kind::spin || step.compute.kind == ComputeSpec::Kind::gemm;
   if (op.quantization_kernel()) {
@@ -47,8 +71,12 @@ ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status*
     if (op.what == "forward") c.layer_s = step.compute.seconds;
     if (op.what == "backward") c.layer_s = 2 * step.compute.seconds;
     // Kernels zb_optimizer did not time are left out, as before they were priced at all.
-    const double k = step.kernels ? step.kernels->step_kernel_seconds(op, step.grad_dtype) : 0.0;
-    c.kernel_s = std::isfinite(k) ? k : 0.0;
+    if (step.kernels) {
+      const KernelRates::StepKernelTime k = step.kernels->step_kernel_time(op, step.grad_dtype);
+      if (std::isfinite(k.alone_s))
+        c.kernel_s = crowded_kernel_seconds(k.alone_s, k.together_s, c.layer_s, c.layer_busy,
+                                            step.topo.size / std::max(1, step.topo.nodes), host_cores);
+    }
   }
   // Every kernel the same share faster on the fastest rank (KernelRates::rank_spread).
   c.lag_s = step.kernels ? c.kernel_s * step.kernels->rank_spread() : 0.0;
@@ -73,19 +101,20 @@ StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers&
                       Status* missing, std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline,
                       std::vector<OpTiming>* comm_timeline) {
   const Pricer pricer(sweep, tiers, step.topo, inter_gbps);
+  const int cores = sweep.host_cores();
   auto compute_seconds = [&](const ScheduleOp& op) {
-    const ComputeCost c = compute_cost(step, op, missing);
+    const ComputeCost c = compute_cost(step, op, missing, cores);
     return c.layer_s + c.kernel_s;
   };
   // The kernels run last in an op (a backward's gradient after its layer's compute).
   HostShare host = host_share(sweep.host_cores(), step.topo.size / step.topo.nodes);
   host.busy_seconds = [&](const ScheduleOp& op) {
-    const ComputeCost c = compute_cost(step, op, missing);
+    const ComputeCost c = compute_cost(step, op, missing, cores);
     return c.kernel_s + (c.layer_busy ? c.layer_s : 0.0);
   };
   // Ranks whose kernels run at different speeds drift apart through the step.
   RankSkew skew;
-  skew.lag_seconds = [&](const ScheduleOp& op) { return compute_cost(step, op, missing).lag_s; };
+  skew.lag_seconds = [&](const ScheduleOp& op) { return compute_cost(step, op, missing, cores).lag_s; };
   return predict_step(step.log.ops(), compute_seconds, [&](const CollRecord& c) { return pricer.cost(c, missing); },
                       spans, timeline, host.stream_rate < 1 ? &host : nullptr, &skew, comm_timeline);
 }

@@ -34,12 +34,23 @@ struct RecordedStep {
 
 // What a compute op of the step costs: the seconds --compute gives it, then the seconds of its
 // kernels at their rates (the host's cores busy on a CPU backend), and what the fastest rank
-// saves of those (their rank_spread: RankSkew).
+// saves of those (their rank_spread: RankSkew). `host_cores`: the sweep's cores a node (0 on
+// devices, where each rank's kernels have a device to themselves: at their side-by-side time).
 struct ComputeCost {
   double layer_s = 0, kernel_s = 0, lag_s = 0;
   bool layer_busy = false;  // --compute computes (spin, gemm) rather than sleeps
 };
-ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status* missing);
+ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status* missing, int host_cores = 0);
+
+// A step kernel's expected seconds on a host of `cores` that `ranks` share, where it takes
+// `alone_s` run alone and `together_s` with every rank running it at once. Each of the other
+// ranks runs its own kernel at a given moment with the chance that the kernel is busy through its
+// op: (kernel, plus `layer_s` where the layer computes) over (`layer_s` plus kernel). With m
+// kernels running, one takes alone_s while m leaves a core each (to the cores; with no more ranks
+// than cores, only m = 1), then longer in proportion up to together_s at m = ranks. Since the
+// busy share grows with the kernel's own time, the time is the least fixed point of the two.
+double crowded_kernel_seconds(double alone_s, double together_s, double layer_s, bool layer_busy, int ranks,
+                              int cores);
 
 // How fast the stream runs while the ranks' compute keeps the host's cores busy, as a fraction
 // of its swept speed: on a CPU backend (`host_cores` per node, 0 on devices) the communication

@@ -67,17 +67,26 @@ TEST(KernelRates, TheStepsOwnKernelsArePricedAtTheSizeTimedNearestTheirs) {
     o.format = format, o.elements = elements;
     return o;
   };
+  auto alone = [&](const char* what, const char* format, double elements, const char* grad) {
+    return rates.step_kernel_time(op(what, format, elements), grad).alone_s;
+  };
+  auto together = [&](const char* what, const char* format, double elements, const char* grad) {
+    return rates.step_kernel_time(op(what, format, elements), grad).together_s;
+  };
   // 400000 parameters lie nearer 262144 than 1048576 (by their ratio): 4e-3 s at 1e8 a second.
-  EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("update", "adam", 4e5), "bf16"), 4e-3);
-  EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("update", "adam", 8e5), "bf16"), 2e-3);
-  // Where the file has the ranks' time side by side, at that: 1048576 parameters in 1/8 s.
-  EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("update", "adam", 8e5), "fp32"), 8e5 / (1048576 * 8.0));
+  EXPECT_DOUBLE_EQ(alone("update", "adam", 4e5, "bf16"), 4e-3);
+  EXPECT_DOUBLE_EQ(alone("update", "adam", 8e5, "bf16"), 2e-3);
+  // A file without the ranks' time side by side gives the one rate for both.
+  EXPECT_DOUBLE_EQ(together("update", "adam", 8e5, "bf16"), 2e-3);
+  // Where it has it, side by side at that: 1048576 parameters in 1/8 s; alone at params_per_s.
+  EXPECT_DOUBLE_EQ(alone("update", "adam", 8e5, "fp32"), 4e-3);
+  EXPECT_DOUBLE_EQ(together("update", "adam", 8e5, "fp32"), 8e5 / (1048576 * 8.0));
   // The ranks differ by the median of the kernels' spreads, 0.1, whichever kernel runs: the
   // fastest rank gains 0.2 ms on a 2 ms gradient, and 0.4 ms on a 4 ms update (compute_cost).
   EXPECT_DOUBLE_EQ(rates.rank_spread(), 0.1);
-  EXPECT_DOUBLE_EQ(rates.step_kernel_seconds(op("backward", "bf16", 1e6), "bf16"), 2e-3);
-  EXPECT_TRUE(std::isnan(rates.step_kernel_seconds(op("update", "momentum", 1e6), "bf16")));
-  EXPECT_TRUE(std::isnan(rates.step_kernel_seconds(op("backward", "fp32", 1e6), "fp32")));
+  EXPECT_DOUBLE_EQ(alone("backward", "bf16", 1e6, "bf16"), 2e-3);
+  EXPECT_TRUE(std::isnan(alone("update", "momentum", 1e6, "bf16")));
+  EXPECT_TRUE(std::isnan(together("backward", "fp32", 1e6, "fp32")));
 
   // A step's backward is --compute's time, then its gradient on the host; the update its kernel.
   RecordedStep step;
@@ -92,11 +101,42 @@ TEST(KernelRates, TheStepsOwnKernelsArePricedAtTheSizeTimedNearestTheirs) {
   EXPECT_FALSE(back.layer_busy);  // a sleep leaves the cores to communication
   EXPECT_DOUBLE_EQ(compute_cost(step, op("update", "adam", 8e5), &missing).kernel_s, 2e-3);
   EXPECT_DOUBLE_EQ(compute_cost(step, op("update", "adam", 4e5), &missing).lag_s, 4e-4);
+  // On devices (no host cores) an update that has a side-by-side time takes it; on a host of 2
+  // cores that 4 ranks share, an update (no layer: busy throughout) takes it too.
+  step.grad_dtype = "fp32";
+  step.topo.size = 4;
+  EXPECT_DOUBLE_EQ(compute_cost(step, op("update", "adam", 8e5), &missing).kernel_s, 8e5 / (1048576 * 8.0));
+  EXPECT_DOUBLE_EQ(compute_cost(step, op("update", "adam", 8e5), &missing, 2).kernel_s, 8e5 / (1048576 * 8.0));
+  step.grad_dtype = "bf16";
   // Without the rates both are left out, as zb_predict says.
   step.kernels = nullptr;
   EXPECT_DOUBLE_EQ(compute_cost(step, op("backward", "bf16", 1e6), &missing).kernel_s, 0.0);
   EXPECT_TRUE(missing);
   std::remove(path.c_str());
+}
+
+// A step kernel where the ranks outnumber the cores: alone 1 s, all 4 ranks at once 3 s, on 2
+// cores; with m kernels running one takes 1 s for m <= 2, 2 s at 3 and 3 s at 4. Each other rank
+// runs its kernel with the chance u = s / (s + 3) beside a 3 s sleep, so, with k of 3 others
+// busy (binomial), the expected time is 1 + 3u^2(1 - u) + 2u^3 = 1 + 3u^2 - u^3 seconds: the
+// time returned solves that with its own u.
+TEST(KernelRates, AKernelIsSlowerByHowOftenTheOtherRanksKernelsMeetIt) {
+  const double s = crowded_kernel_seconds(1, 3, 3, false, 4, 2);
+  const double u = s / (s + 3);
+  EXPECT_NEAR(s, 1 + 3 * u * u - u * u * u, 1e-12);
+  EXPECT_GT(s, 1.2);
+  EXPECT_LT(s, 1.25);
+  // With as many cores as ranks, a second kernel already shares the memory: 2 ranks on 2 cores
+  // take 1 + 2u seconds, u = s / (s + 3), so s^2 + 3s = 3s + 3: the square root of 3.
+  EXPECT_NEAR(crowded_kernel_seconds(1, 3, 3, false, 2, 2), std::sqrt(3.0), 1e-12);
+  // Busy throughout (no layer, or one that spins): every rank's kernel meets every other's.
+  EXPECT_DOUBLE_EQ(crowded_kernel_seconds(1, 3, 0, false, 4, 2), 3);
+  EXPECT_DOUBLE_EQ(crowded_kernel_seconds(1, 3, 3, true, 4, 2), 3);
+  // Devices (no host cores): side by side, each rank on its own. One rank, or no slower
+  // together: alone.
+  EXPECT_DOUBLE_EQ(crowded_kernel_seconds(1, 3, 3, false, 4, 0), 3);
+  EXPECT_DOUBLE_EQ(crowded_kernel_seconds(1, 3, 3, false, 1, 2), 1);
+  EXPECT_DOUBLE_EQ(crowded_kernel_seconds(1, 1, 3, false, 4, 2), 1);
 }
 
 // Which of a step's collectives reduce or gather in place, as the recorder logs them: dp's
