@@ -314,12 +314,13 @@ int main(int argc, char** argv) {
                   "(the others behind or ahead)\n",
                   sweep.host_cores(), per_node, host.stream_rate, host.skewed_rate);
     if (host.outnumbered_ranks > 0)
-      std::printf("# host: %d cores a node for %d ranks: the ranks outnumber the cores, so the stream moves only "
-                  "while none of them computes ((1 - busy share of each op)^%d of its swept speed), and a "
-                  "reduction queued behind others meets its gradients cold; the time slices themselves are not "
-                  "priced (a rank whose collective ends while other ranks' compute holds every core waits for "
-                  "one), so the exposed time is rougher than with a core for every rank\n",
-                  sweep.host_cores(), per_node, per_node);
+      std::printf("# host: %d cores a node for %d ranks: the ranks outnumber the cores, so the stream moves on "
+                  "the cores their compute leaves (the share no rank's busy spell holds, the ranks' spells "
+                  "falling apart), a reduction queued behind others meets its gradients cold, and a "
+                  "collective they all block on lets them go in waves of %d, the last after the others' busy "
+                  "spell (the optimizer's updates); the scheduler's time slices themselves are not priced, so "
+                  "the exposed time is rougher than with a core for every rank\n",
+                  sweep.host_cores(), per_node, sweep.host_cores());
     if (topo.nodes > 1 && !tiers.inter.ok())
       std::printf("# links between nodes: the sweep ran on one node, so they take its link's latency\n");
     for (const auto& [stage, o, m] : rows)

@@ -136,10 +136,10 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
     if exposed and shared and finite(off_s) and off_s < 0:
         after = (f"; {late_finish * 1e3:.2f} ms of its exposed time came after another rank had finished the "
                  "same collectives (`late_finish_wait_s`)" if finite(late_finish) and late_finish > 0 else "")
-        return (f"{shared[0]:.0f} CPU ranks shared {shared[1]:.0f} cores: the model stalls the collectives "
-                "while any rank computes, but does not price a rank whose collective ends while other ranks' "
-                "compute holds every core waiting for one, a scheduler's delay that differs from run to run"
-                f"{after} (docs/predict.md)")
+        return (f"{shared[0]:.0f} CPU ranks shared {shared[1]:.0f} cores: the model runs the collectives "
+                "on the cores the ranks' compute leaves and has the last ranks finish a blocking one after "
+                "the first ones' busy spell, but a rank waiting for a core waits the scheduler's delay, "
+                f"which differs from run to run{after} (docs/predict.md)")
     if exposed and finite(late_finish, off_s) and off_s < 0 and late_finish >= abs(off_s) / 2:
         return (f"{late_finish * 1e3:.2f} ms of the measured exposed time came after another rank had "
                 "already finished the same collectives (`late_finish_wait_s`): this rank's own progress "

@@ -93,7 +93,7 @@ HostShare host_share(int host_cores, int ranks_per_node) {
   HostShare h;
   h.stream_rate = busy_stream_rate(host_cores, ranks_per_node);
   h.skewed_rate = busy_stream_rate(host_cores, ranks_per_node, (ranks_per_node + 1) / 2);
-  if (host_cores > 0 && ranks_per_node > host_cores) h.outnumbered_ranks = ranks_per_node;
+  if (host_cores > 0 && ranks_per_node > host_cores) h.outnumbered_ranks = ranks_per_node, h.outnumbered_cores = host_cores;
   return h;
 }
 

@@ -20,12 +20,13 @@ class Replay {
 
   StepPrediction run(const std::vector<ScheduleOp>& ops,
                      const std::function<double(const ScheduleOp&)>& compute_seconds) {
-    for (const ScheduleOp& op : ops) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const ScheduleOp& op = ops[i];
       switch (op.kind) {
         case ScheduleOp::Kind::step: begin_step(); break;
         case ScheduleOp::Kind::compute: compute(op, compute_seconds(op)); break;
         case ScheduleOp::Kind::issue: issue(op); break;
-        case ScheduleOp::Kind::wait: wait(op); break;
+        case ScheduleOp::Kind::wait: wait(op, [&] { return busy_spell_after(ops, i, compute_seconds); }); break;
       }
     }
     drain(std::numeric_limits<double>::infinity(), 1);  // what is still in flight, for the drawing
@@ -68,9 +69,9 @@ class Replay {
     span(name + std::to_string(op.layer), Track::compute, clock_, clock_ + d);
     place(op, clock_, clock_, clock_ + d);
     const double end = clock_ + d;
-    // Ranks that outnumber the cores: the stream moves only while none of them computes.
+    // Ranks that outnumber the cores: the stream moves on the cores none of them computes on.
     if (host_ && host_->outnumbered_ranks > 0) {
-      drain(end, d > 0 ? std::pow(1 - busy / d, host_->outnumbered_ranks) : 1);
+      drain(end, d > 0 ? free_core_share(busy / d) : 1);
       clock_ += d;
       p_.compute_s += d;
       return;
@@ -81,6 +82,19 @@ class Replay {
     if (alone > 0) drain(end, host_->skewed_rate);
     clock_ += d;
     p_.compute_s += d;
+  }
+
+  // The share of the cores that no rank's compute holds, on average, where each of the node's
+  // ranks computes with the chance `u` (binomial): the stream's speed, as a share of its swept.
+  double free_core_share(double u) const {
+    const int ranks = host_->outnumbered_ranks, cores = std::max(1, host_->outnumbered_cores);
+    if (u >= 1) return 0;
+    double share = 0, chance = std::pow(1 - u, ranks);
+    for (int k = 0; k < cores; ++k) {
+      share += chance * double(cores - k) / cores;
+      chance *= double(ranks - k) / (k + 1) * u / (1 - u);
+    }
+    return share;
   }
 
   void issue(const ScheduleOp& op) {
@@ -103,7 +117,25 @@ class Replay {
     p_.modelled = p_.modelled || c.modelled;
   }
 
-  void wait(const ScheduleOp& op) {
+  // Where the ranks outnumber the cores: the time a wave of ranks that leaves the wait after
+  // op `i` keeps every core busy from the start: the compute ops after it that are busy
+  // throughout, up to the first that is not (a layer that sleeps first) or the next wait for
+  // a collective this one does not complete.
+  double busy_spell_after(const std::vector<ScheduleOp>& ops, size_t i,
+                          const std::function<double(const ScheduleOp&)>& compute_seconds) const {
+    double spell = 0;
+    for (size_t j = i + 1; j < ops.size(); ++j) {
+      const ScheduleOp& op = ops[j];
+      if (op.kind == ScheduleOp::Kind::step || (op.kind == ScheduleOp::Kind::wait && op.seq > ops[i].seq)) break;
+      if (op.kind != ScheduleOp::Kind::compute) continue;
+      const double d = compute_seconds(op), busy = std::clamp(host_->busy_seconds(op), 0.0, d);
+      if (busy < d) break;
+      spell += busy;
+    }
+    return spell;
+  }
+
+  void wait(const ScheduleOp& op, const std::function<double()>& busy_spell) {
     // Collectives complete in order: waiting for number seq is waiting for the last issued at
     // or before it. Compute is blocked meanwhile, so the stream runs at its full speed.
     const double from = clock_;
@@ -115,6 +147,7 @@ class Replay {
       // fastest rank arrives lead_ earlier; until the slowest issued, it waits for a late rank.
       const double fast_from = clock_ - lead_, ready = d.at + d.handoff_s;
       const double fast_to = d.at > fast_from ? ready : fast_from;
+      double late = 0;
       p_.exposed_s += fast_to - fast_from;
       p_.skew_wait_s += std::clamp(d.issued - fast_from, 0.0, fast_to - fast_from);
       if (d.at > clock_) {
@@ -122,12 +155,22 @@ class Replay {
         // on the cores it shares with it, on GPUs the host that launches the next collective
         // is the one waking. A collective queued behind starts after it, not under it.
         if (!queue_.empty()) queue_.front().ready = std::max(queue_.front().ready, ready);
-        span("wait", Track::wait, clock_, ready);
+        // Ranks that outnumber the cores leave in waves; this rank, the last, after the others
+        // have run their busy spell, the stream standing still meanwhile.
+        if (host_ && host_->outnumbered_ranks > 0 && host_->outnumbered_cores > 0 && host_->busy_seconds) {
+          const int waves = (host_->outnumbered_ranks + host_->outnumbered_cores - 1) / host_->outnumbered_cores - 1;
+          late = waves * busy_spell();
+        }
+        span("wait", Track::wait, clock_, ready + late);
         drain(ready, 1);
-        clock_ = ready;
+        if (late > 0) drain(ready + late, 0);
+        clock_ = ready + late;
+        p_.exposed_s += late;
       }
-      // A hand-off can wake the fastest rank after the slowest went on; then neither leads.
-      lead_ = std::max(0.0, clock_ - fast_to);
+      // A hand-off can wake the fastest rank after the slowest went on; then neither leads. The
+      // first wave's lead over the last is not carried on: the rank that waits longest waits
+      // it here, and the first wave waits it once more only at the next step's first wait.
+      lead_ = std::max(0.0, clock_ - late - fast_to);
     }
     place(op, from, from, clock_);
   }

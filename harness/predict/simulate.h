@@ -70,11 +70,17 @@ struct HostShare {
   // the slowest's not yet, or the other way round at its end).
   double skewed_rate = 1;
   // Where a node's ranks outnumber its cores (0: they do not): how many. A collective then
-  // moves only while none of them computes, since a busy rank keeps its core for a whole time
-  // slice and the others' communication threads wait for it; their spells fall apart (each
-  // rank's own lateness), so over an op with `busy` of `d` seconds busy the stream runs at
-  // (1 - busy/d)^ranks of its swept speed.
+  // moves only on the cores no rank computes on, since a busy rank keeps its core for a time
+  // slice and the communication threads wait for one; their spells fall apart (each rank's own
+  // lateness), so over an op with `busy` of `d` seconds busy each rank computes with the
+  // chance busy/d and the stream runs at the expected share of the cores left free (binomial).
   int outnumbered_ranks = 0;
+  // Their cores. A collective that all of them blocked on does not let them all go at once:
+  // the first `cores` to see it end go on, and where their compute keeps the cores busy from
+  // the start (the optimizer's updates), the others' communication threads finish it only once
+  // a core frees, after each wave of `cores` ranks has run that busy spell. The replay's rank
+  // is the last to go: its wait lasts that much longer, while the stream stands still.
+  int outnumbered_cores = 0;
 };
 
 // Ranks that run the same compute at different speeds (one core shared more than another).

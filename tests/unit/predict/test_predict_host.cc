@@ -1,7 +1,7 @@
 // The replay on a shared host, on hand-computed steps: compute that keeps the cores busy slows
 // the stream (a fair share each, the ranks' busy spells apart where one rank runs ahead);
-// where a node's CPU ranks outnumber its cores the stream moves only while none of them
-// computes; and a reduction that waits in the stream's queue meets its gradients as cold as
+// where a node's CPU ranks outnumber its cores the stream moves on the cores none of them
+// computes on, and they leave a blocking wait in waves; and a reduction that waits in the stream's queue meets its gradients as cold as
 // the spread sweep's.
 #include <gtest/gtest.h>
 
@@ -107,23 +107,63 @@ TEST(Simulate, TheStreamSlowsOnlyWhereTheRanksThreadsOutnumberTheCores) {
   EXPECT_DOUBLE_EQ(busy_stream_rate(6, 4, 2), 1.0);
 }
 
-TEST(Simulate, WhereRanksOutnumberTheCoresTheStreamMovesOnlyWhileNoneComputes) {
-  // The host-share case above. Two ranks' busy spells, each half the op, fall apart: the stream
-  // runs at (1 - 1/2)^2 of its speed through all of the second backward, 0.5 s of work by t=4;
-  // 2.5 s left, until 6.5.
+TEST(Simulate, WhereRanksOutnumberTheCoresTheStreamMovesOnTheCoresNoneComputesOn) {
+  // The host-share case above. Two ranks on one core, each busy half the op at its own time:
+  // the stream moves only while neither computes, at (1 - 1/2)^2 of its speed through all of
+  // the second backward, 0.5 s of work by t=4; 2.5 s left, until 6.5.
   const ScheduleLog log = reduction_under_two_backwards();
   HostShare host = busy_last_second(0.5);
-  host.outnumbered_ranks = 2;
+  host.outnumbered_ranks = 2, host.outnumbered_cores = 1;
   StepPrediction p = replay_on_host(log, &host);
   EXPECT_DOUBLE_EQ(p.exposed_s, 2.5);
   EXPECT_DOUBLE_EQ(p.step_s, 6.5);
   EXPECT_DOUBLE_EQ(p.comm_s, 3.0);  // no compute: nothing to wait for
   host.outnumbered_ranks = 3;       // (1/2)^3: 0.25 s of work by t=4
   EXPECT_DOUBLE_EQ(replay_on_host(log, &host).exposed_s, 2.75);
+  // Four ranks on two cores: with none busy (1/16) it has both cores, with one (4/16) half of
+  // them, so 3/16 of its speed: 0.375 s of work by t=4, 2.625 s left.
+  host.outnumbered_ranks = 4, host.outnumbered_cores = 2;
+  EXPECT_DOUBLE_EQ(replay_on_host(log, &host).exposed_s, 2.625);
   // host_share marks a node crowded only where its ranks outnumber its cores.
   EXPECT_EQ(host_share(2, 4).outnumbered_ranks, 4);
+  EXPECT_EQ(host_share(2, 4).outnumbered_cores, 2);
   EXPECT_EQ(host_share(2, 2).outnumbered_ranks, 0);
   EXPECT_EQ(host_share(0, 8).outnumbered_ranks, 0);  // devices: the host is not shared
+}
+
+TEST(Simulate, RanksThatOutnumberTheCoresLeaveABlockingWaitInWaves) {
+  // The same step, then two updates that keep the cores busy from their start (2 s each). The
+  // first two of four ranks on two cores leave the wait at 6.625 (above) and run them; the
+  // replay's rank, the last, finishes the reduction only after them, 4 s later, and its updates
+  // follow.
+  auto step = [](bool sleep_between) {
+    ScheduleLog log = reduction_under_two_backwards();
+    log.wait(1);  // a second wait for what is done (the optimizer synchronizes) goes on
+    if (sleep_between) log.compute("forward", 0);
+    log.kernel("update", 0, "adam", 1);
+    log.kernel("update", 1, "adam", 1);
+    return log;
+  };
+  HostShare host = busy_last_second(0.5);
+  host.busy_seconds = [](const ScheduleOp& op) {
+    return op.what == "backward" ? 1.0 : op.what == "update" ? 2.0 : 0.0;
+  };
+  host.outnumbered_ranks = 4, host.outnumbered_cores = 2;
+  StepPrediction p = replay_on_host(step(false), &host);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 2.625 + 4);
+  EXPECT_DOUBLE_EQ(p.step_s, 6.625 + 4 + 4);
+  EXPECT_DOUBLE_EQ(p.comm_s, 3.0);  // no compute: no spell to wait out
+  // Five ranks: the last leaves after two waves. A compute op that sleeps first frees the
+  // cores at once: no wave to wait for.
+  host.outnumbered_ranks = 5;
+  const double rate5 = std::pow(0.5, 5) + 5 * std::pow(0.5, 5) / 2;  // none busy; one of five
+  const double left5 = 3 - 2 * rate5;
+  EXPECT_DOUBLE_EQ(replay_on_host(step(false), &host).exposed_s, left5 + 8);
+  EXPECT_DOUBLE_EQ(replay_on_host(step(true), &host).exposed_s, left5);
+  // Where the cores suffice, every rank leaves at once.
+  host.outnumbered_ranks = 0;
+  host.stream_rate = 1;
+  EXPECT_DOUBLE_EQ(replay_on_host(step(false), &host).exposed_s, 1.0);
 }
 
 TEST(Simulate, AReductionQueuedBehindAnotherMeetsItsGradientsColdByTheBytesBetween) {
