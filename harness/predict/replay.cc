@@ -107,7 +107,7 @@ StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers&
     return c.layer_s + c.kernel_s;
   };
   // The kernels run last in an op (a backward's gradient after its layer's compute).
-  HostShare host = host_share(sweep.host_cores(), step.topo.size / step.topo.nodes);
+  HostShare host = host_share(cores, step.topo.size / step.topo.nodes);
   host.busy_seconds = [&](const ScheduleOp& op) {
     const ComputeCost c = compute_cost(step, op, missing, cores);
     return c.kernel_s + (c.layer_busy ? c.layer_s : 0.0);

@@ -46,9 +46,10 @@ ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status*
 // `alone_s` run alone and `together_s` with every rank running it at once. Each of the other
 // ranks runs its own kernel at a given moment with the chance that the kernel is busy through its
 // op: (kernel, plus `layer_s` where the layer computes) over (`layer_s` plus kernel). With m
-// kernels running, one takes alone_s while m leaves a core each (to the cores; with no more ranks
-// than cores, only m = 1), then longer in proportion up to together_s at m = ranks. Since the
-// busy share grows with the kernel's own time, the time is the least fixed point of the two.
+// kernels running, one takes alone_s while each has a core (m <= cores; with no more ranks than
+// cores, which then share only the memory, while it runs alone: m = 1), then longer in
+// proportion, up to together_s at m = ranks. Since the busy share grows with the kernel's own
+// time, the time is the least fixed point of the two.
 double crowded_kernel_seconds(double alone_s, double together_s, double layer_s, bool layer_busy, int ranks,
                               int cores);
 
