@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "harness/core/stats.h"
 #include "harness/predict/link_rate.h"
 #include "harness/predict/pricing.h"
 #include "harness/predict/record.h"
@@ -46,14 +47,10 @@ double crowded_kernel_seconds(double alone_s, double together_s, double layer_s,
   double s = alone_s;
   for (int iter = 0; iter < 64; ++iter) {
     const double u = std::clamp((s + (layer_busy ? layer_s : 0)) / (s + layer_s), 0.0, 1.0);
-    // The others busy at once: binomial over ranks - 1 at u; with them, 1 + k kernels run.
-    double expected = 0, chance = std::pow(1 - u, ranks - 1);
-    for (int k = 0; k < ranks; ++k) {
-      expected += chance * (1 + slower * std::max(0, 1 + k - free) / (ranks - free));
-      if (u < 1) chance *= double(ranks - 1 - k) / (k + 1) * u / (1 - u);
-    }
-    if (u >= 1) expected = together_s / alone_s;  // every rank busy throughout
-    const double next = alone_s * expected;
+    // k of the other ranks busy at once (binomial at u): 1 + k kernels run.
+    const double next = alone_s * binomial_mean(ranks - 1, u, [&](int k) {
+                          return 1 + slower * std::max(0, 1 + k - free) / (ranks - free);
+                        });
     if (std::fabs(next - s) <= 1e-15 * together_s) return next;
     s = next;
   }

@@ -7,6 +7,8 @@
 #include <limits>
 #include <map>
 
+#include "harness/core/stats.h"
+
 namespace zb {
 namespace {
 
@@ -87,14 +89,8 @@ class Replay {
   // The share of the cores that no rank's compute holds, on average, where each of the node's
   // ranks computes with the chance `u` (binomial): the stream's speed, as a share of its swept.
   double free_core_share(double u) const {
-    const int ranks = host_->outnumbered_ranks, cores = std::max(1, host_->outnumbered_cores);
-    if (u >= 1) return 0;
-    double share = 0, chance = std::pow(1 - u, ranks);
-    for (int k = 0; k < cores; ++k) {
-      share += chance * double(cores - k) / cores;
-      chance *= double(ranks - k) / (k + 1) * u / (1 - u);
-    }
-    return share;
+    const int cores = std::max(1, host_->outnumbered_cores);
+    return binomial_mean(host_->outnumbered_ranks, u, [&](int k) { return double(std::max(0, cores - k)) / cores; });
   }
 
   void issue(const ScheduleOp& op) {

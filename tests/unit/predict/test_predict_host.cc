@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "harness/core/stats.h"
 #include "harness/predict/replay.h"
 #include "harness/predict/simulate.h"
 
@@ -105,6 +106,16 @@ TEST(Simulate, TheStreamSlowsOnlyWhereTheRanksThreadsOutnumberTheCores) {
   EXPECT_DOUBLE_EQ(busy_stream_rate(2, 2, 1), 2.0 / 3);
   EXPECT_DOUBLE_EQ(busy_stream_rate(2, 4, 2), 2.0 / 6);
   EXPECT_DOUBLE_EQ(busy_stream_rate(6, 4, 2), 1.0);
+}
+
+// The binomial mean both crowded-host models take (stats.h): the count's mean n p and its
+// second moment n p (1 - p) + (n p)^2, and the certain ends.
+TEST(Stats, BinomialMeanOfACountAndItsSquare) {
+  EXPECT_NEAR(binomial_mean(4, 0.25, [](int k) { return double(k); }), 1.0, 1e-12);
+  EXPECT_NEAR(binomial_mean(4, 0.25, [](int k) { return double(k * k); }), 0.75 + 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(binomial_mean(4, 0.0, [](int k) { return k + 7.0; }), 7.0);
+  EXPECT_DOUBLE_EQ(binomial_mean(4, 1.0, [](int k) { return k + 7.0; }), 11.0);
+  EXPECT_DOUBLE_EQ(binomial_mean(0, 0.5, [](int k) { return k + 7.0; }), 7.0);
 }
 
 TEST(Simulate, WhereRanksOutnumberTheCoresTheStreamMovesOnTheCoresNoneComputesOn) {
