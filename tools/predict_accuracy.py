@@ -3,7 +3,8 @@
 one-node errors over repetitions of the default run's configuration, a step's exposed
 communication by cause with the schedule-keeping sleep and the old sleep-for, and on
 tools/cluster.sh (root) other link rates, more ranks and a quantized configuration's crossing
-predicted from one sweep."""
+predicted from one sweep. The one-node table keeps what it measured with --keep and predicts
+from it again with --from, to hold two builds of zb_predict to the same measurements."""
 import json
 import math
 import os
@@ -112,6 +113,18 @@ def one_node(a, tmp):
     """Median over --reps of the errors per stage, at each rank count: the predictor with
     --compute alone, with the step's own kernels priced (--kernels) but the ranks alike, and
     with the kernels and the skew between ranks (each kernel's rank_spread)."""
+    # The measured files: in --keep's folder, to predict again later; read from --from's.
+    kept = a.from_dir or a.keep or tmp
+
+    def kept_files(ranks, rep):
+        return [os.path.join(kept, f"{n}_{ranks}_{rep}.json") for n in ("sweep", "zero", "rates")]
+
+    for ranks in a.ranks if a.from_dir else []:
+        for rep in range(a.reps):
+            for path in kept_files(ranks, rep):
+                if not os.path.isfile(path):
+                    die(f"--from={a.from_dir}: no {os.path.basename(path)} (kept by --keep at --ranks={ranks} with "
+                        f"--reps above {rep})")
     print("| ranks | stage | comm_error [lowest, highest] | exposed measured (ms) [lowest, highest] "
           "| exposed_error: compute alone | kernels "
           "| kernels and skew | exposed_error_s (ms) | skew measured / predicted (ms) | step_error | within |")
@@ -119,11 +132,12 @@ def one_node(a, tmp):
     for ranks in a.ranks:
         errs = {s: [] for s in STAGES}
         for rep in range(a.reps):
-            sweep, zero, rates, alike = (os.path.join(tmp, f"{n}_{ranks}_{rep}.json")
-                                         for n in ("sweep", "zero", "rates", "alike"))
-            run(a, ranks, "zb_collectives", [*SWEEP, *a.sweep_flags, f"--json={sweep}"])
-            run(a, ranks, "zb_zero", [*ZERO, "--no-check", f"--json={zero}"])
-            run(a, ranks, "zb_optimizer", [*KERNEL_RATES, f"--json={rates}"])
+            sweep, zero, rates = kept_files(ranks, rep)
+            alike = os.path.join(tmp, f"alike_{ranks}_{rep}.json")
+            if not a.from_dir:
+                run(a, ranks, "zb_collectives", [*SWEEP, *a.sweep_flags, f"--json={sweep}"])
+                run(a, ranks, "zb_zero", [*ZERO, "--no-check", f"--json={zero}"])
+                run(a, ranks, "zb_optimizer", [*KERNEL_RATES, f"--json={rates}"])
             without_rank_spread(rates, alike)
             got = []
             for i, kernels in enumerate(([], [f"--kernels={alike}"], [f"--kernels={rates}"])):
@@ -455,6 +469,11 @@ def main(argv=None):
                    "crossing to this folder and draw its quantized_crossing figure")
     p.add_argument("--bind", default="none", help="one-node, causes: none (as run_all.sh launches ranks) or core "
                    "(mpirun --bind-to core, where the ranks fit the cores) (default none)")
+    p.add_argument("--keep", default="", help="one-node: keep the measured files (sweep, zero, rates per rank count "
+                   "and repetition) in this folder, to predict from them again with --from")
+    p.add_argument("--from", dest="from_dir", default="", help="one-node: measure nothing; predict from the files "
+                   "--keep kept in this folder, at --ranks and --reps, so that two builds of zb_predict meet the same "
+                   "measurements")
     p.add_argument("--bin", default=os.environ.get("ZB_BIN", os.path.join(ROOT, "build", "bin")),
                    help="the folder of zerobench's binaries (default $ZB_BIN, else build/bin)")
     a = p.parse_args(argv)
@@ -477,6 +496,16 @@ def main(argv=None):
         die(f"--bracket={a.bracket:g}: a factor above 1")
     if any(r < 2 for r in a.ranks) or a.reps < 1:
         die("--ranks takes counts of 2 or more, --reps 1 or more")
+    if (a.keep or a.from_dir) and a.table != "one-node":
+        die(f"--keep and --from are one-node's, not {a.table}'s")
+    if a.keep and a.from_dir:
+        die("--keep and --from: one or the other (--from measures nothing to keep)")
+    if a.from_dir and a.sweep_flags:
+        die("--sweep-flags and --from: --from measures nothing, so sweeps nothing")
+    if a.from_dir and not os.path.isdir(a.from_dir):
+        die(f"--from={a.from_dir}: no such folder")
+    if a.keep:
+        os.makedirs(a.keep, exist_ok=True)
     if not os.path.isfile(os.path.join(a.bin, "zb_predict")):
         die(f"--bin={a.bin} holds no zb_predict: build first (tools/build.sh)")
     with tempfile.TemporaryDirectory() as tmp:

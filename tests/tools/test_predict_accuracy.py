@@ -1,5 +1,8 @@
-"""tools/predict_accuracy.py refuses bad input before it runs anything: one line, exit 2."""
+"""tools/predict_accuracy.py refuses bad input before it runs anything: one line, exit 2; and
+its one-node table predicts from the files --keep kept (--from) without measuring anything."""
+import json
 import os
+import stat
 import subprocess
 import sys
 
@@ -18,7 +21,11 @@ BAD = [(["one-node", "--ranks=2,x"], "--ranks=2,x"),
        (["quantized", "--bracket=x"], "--bracket"),
        (["one-node", "--sweep-flags=footprint=8M"], "each starting with --"),
        (["causes", "--bind=socket"], "--bind=socket: none or core"),
-       (["one-node", "--bin=/no/such/dir"], "holds no zb_predict")]
+       (["one-node", "--bin=/no/such/dir"], "holds no zb_predict"),
+       (["causes", "--keep=/tmp/x"], "one-node's, not causes's"),
+       (["one-node", "--keep=/tmp/x", "--from=/tmp"], "one or the other"),
+       (["one-node", "--from=/no/such/dir"], "--from=/no/such/dir: no such folder"),
+       (["one-node", "--from=/tmp", "--sweep-flags=--footprint=8M"], "--from measures nothing")]
 
 
 def test_bad_input_is_one_line_and_exit_2():
@@ -30,3 +37,45 @@ def test_bad_input_is_one_line_and_exit_2():
                 not lines[0].startswith("predict_accuracy.py: "):
             failures.append(f"{args}: rc {proc.returncode}, stderr {proc.stderr!r}")
     assert not failures
+
+
+# A zb_predict that measures nothing either: per stage the errors it is given, exposed_error
+# by which --kernels it got (none, the copy without rank_spread, the rates as kept).
+STUB = """#!/usr/bin/env python3
+import json, sys
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if "=" in a)
+kernels = args.get("kernels", "")
+exposed = 0.30 if "rates_" in kernels else 0.20 if kernels else 0.10
+stages = ["dp", "z1"]
+json.dump({"context": {}, "benchmarks": [{"name": f"zero/stage:{s}/manual_time", "comm_error": 0.05,
+    "exposed_comm_s_measured": 0.004, "exposed_error": exposed, "exposed_error_s": exposed * 0.004,
+    "skew_wait_s_measured": 0.001, "skew_wait_s_predicted": 0.0005, "step_s_predicted": 0.011}
+    for s in stages]}, open(args["json"], "w"))
+"""
+
+
+def test_from_predicts_from_the_kept_files_without_measuring(tmp_path):
+    bin_dir, kept = tmp_path / "bin", tmp_path / "kept"
+    bin_dir.mkdir()
+    kept.mkdir()
+    stub = bin_dir / "zb_predict"
+    stub.write_text(STUB)
+    stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
+    for rep in range(2):
+        (kept / f"sweep_2_{rep}.json").write_text('{"context": {}, "benchmarks": []}')
+        (kept / f"rates_2_{rep}.json").write_text(
+            '{"context": {}, "benchmarks": [{"name": "adam/params:1", "rank_spread": 0.1}]}')
+        (kept / f"zero_2_{rep}.json").write_text(json.dumps({"context": {}, "benchmarks": [
+            {"name": f"zero/stage:{s}/manual_time", "step_s": 0.010} for s in ("dp", "z1")]}))
+    # No zb_collectives, zb_zero or zb_optimizer in the folder: a measurement would fail.
+    proc = subprocess.run([sys.executable, TOOL, "one-node", "--ranks=2", "--reps=2", f"--from={kept}",
+                           f"--bin={bin_dir}"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 2 |")]
+    assert rows == [f"| 2 | {s} | +5.0% [+5.0%, +5.0%] | 4.000 [4.000, 4.000] | +10.0% | +20.0% | +30.0% "
+                    f"| +1.200 | 1.000 / 0.500 | +10.0% | exposed |" for s in ("dp", "z1")], proc.stdout
+    # A repetition the folder does not hold is one line and exit 2, before the table starts.
+    proc = subprocess.run([sys.executable, TOOL, "one-node", "--ranks=2", "--reps=3", f"--from={kept}",
+                           f"--bin={bin_dir}"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and not proc.stdout and len(proc.stderr.splitlines()) == 1, proc
+    assert "no sweep_2_2.json" in proc.stderr, proc.stderr
