@@ -126,9 +126,9 @@ def one_node(a, tmp):
                     die(f"--from={a.from_dir}: no {os.path.basename(path)} (kept by --keep at --ranks={ranks} with "
                         f"--reps above {rep})")
     print("| ranks | stage | comm_error [lowest, highest] | exposed measured (ms) [lowest, highest] "
-          "| exposed_error: compute alone | kernels "
+          "| exposed predicted (ms) [lowest, highest] | exposed_error: compute alone | kernels "
           "| kernels and skew | exposed_error_s (ms) | skew measured / predicted (ms) | step_error | within |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for ranks in a.ranks:
         errs = {s: [] for s in STAGES}
         for rep in range(a.reps):
@@ -151,18 +151,20 @@ def one_node(a, tmp):
                 errs[stage].append((s["comm_error"], s["exposed_comm_s_measured"], b["exposed_error"],
                                     k["exposed_error"], s["exposed_error"], s["exposed_error_s"],
                                     s["skew_wait_s_measured"], s["skew_wait_s_predicted"],
-                                    s["step_s_predicted"] / measured[stage]["step_s"] - 1))
+                                    s["step_s_predicted"] / measured[stage]["step_s"] - 1,
+                                    s["exposed_comm_s_predicted"]))
         for stage in STAGES:
             if not errs[stage]:
                 continue
-            med = [statistics.median(e[i] for e in errs[stage]) for i in range(9)]
-            lo = [min(e[i] for e in errs[stage]) for i in range(2)]
-            hi = [max(e[i] for e in errs[stage]) for i in range(2)]
+            med = [statistics.median(e[i] for e in errs[stage]) for i in range(10)]
+            lo = [min(e[i] for e in errs[stage]) for i in range(10)]
+            hi = [max(e[i] for e in errs[stage]) for i in range(10)]
             comm_ok, exposed_ok = within(med[0], med[4], med[5], med[1])
             verdict = "yes" if comm_ok and exposed_ok else (
                 ("comm" if not comm_ok else "") + (" exposed" if not exposed_ok else "")).strip()
             print(f"| {ranks} | {stage} | {med[0]:+.1%} [{lo[0]:+.1%}, {hi[0]:+.1%}] "
-                  f"| {med[1] * 1e3:.3f} [{lo[1] * 1e3:.3f}, {hi[1] * 1e3:.3f}] | {med[2]:+.1%} | {med[3]:+.1%} "
+                  f"| {med[1] * 1e3:.3f} [{lo[1] * 1e3:.3f}, {hi[1] * 1e3:.3f}] "
+                  f"| {med[9] * 1e3:.3f} [{lo[9] * 1e3:.3f}, {hi[9] * 1e3:.3f}] | {med[2]:+.1%} | {med[3]:+.1%} "
                   f"| {med[4]:+.1%} | {med[5] * 1e3:+.3f} | {med[6] * 1e3:.3f} / {med[7] * 1e3:.3f} "
                   f"| {med[8]:+.1%} | {verdict} |")
 

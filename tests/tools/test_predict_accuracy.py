@@ -48,7 +48,7 @@ kernels = args.get("kernels", "")
 exposed = 0.30 if "rates_" in kernels else 0.20 if kernels else 0.10
 stages = ["dp", "z1"]
 json.dump({"context": {}, "benchmarks": [{"name": f"zero/stage:{s}/manual_time", "comm_error": 0.05,
-    "exposed_comm_s_measured": 0.004, "exposed_error": exposed, "exposed_error_s": exposed * 0.004,
+    "exposed_comm_s_measured": 0.004, "exposed_comm_s_predicted": 0.004 * (1 + exposed), "exposed_error": exposed, "exposed_error_s": exposed * 0.004,
     "skew_wait_s_measured": 0.001, "skew_wait_s_predicted": 0.0005, "step_s_predicted": 0.011}
     for s in stages]}, open(args["json"], "w"))
 """
@@ -72,7 +72,8 @@ def test_from_predicts_from_the_kept_files_without_measuring(tmp_path):
                            f"--bin={bin_dir}"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| 2 |")]
-    assert rows == [f"| 2 | {s} | +5.0% [+5.0%, +5.0%] | 4.000 [4.000, 4.000] | +10.0% | +20.0% | +30.0% "
+    assert rows == [f"| 2 | {s} | +5.0% [+5.0%, +5.0%] | 4.000 [4.000, 4.000] | 5.200 [5.200, 5.200] "
+                    f"| +10.0% | +20.0% | +30.0% "
                     f"| +1.200 | 1.000 / 0.500 | +10.0% | exposed |" for s in ("dp", "z1")], proc.stdout
     # A repetition the folder does not hold is one line and exit 2, before the table starts.
     proc = subprocess.run([sys.executable, TOOL, "one-node", "--ranks=2", "--reps=3", f"--from={kept}",
