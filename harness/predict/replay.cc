@@ -70,9 +70,13 @@ ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status*
     // Kernels zb_optimizer did not time are left out, as before they were priced at all.
     if (step.kernels) {
       const KernelRates::StepKernelTime k = step.kernels->step_kernel_time(op, step.grad_dtype);
+      const int ranks = step.topo.size / std::max(1, step.topo.nodes);
+      // Where the ranks outnumber the cores, the updates start as the blocking wait before
+      // them lets the ranks go, one a core, a wave at a time (simulate.h): each runs alone.
       if (std::isfinite(k.alone_s))
-        c.kernel_s = crowded_kernel_seconds(k.alone_s, k.together_s, c.layer_s, c.layer_busy,
-                                            step.topo.size / std::max(1, step.topo.nodes), host_cores);
+        c.kernel_s = op.what == "update" && host_cores > 0 && ranks > host_cores
+                         ? k.alone_s
+                         : crowded_kernel_seconds(k.alone_s, k.together_s, c.layer_s, c.layer_busy, ranks, host_cores);
     }
   }
   // Every kernel the same share faster on the fastest rank (KernelRates::rank_spread).
