@@ -42,7 +42,7 @@ double crowded_kernel_seconds(double alone_s, double together_s, double layer_s,
                               int cores) {
   if (!(together_s > alone_s) || ranks < 2) return alone_s;
   if (cores <= 0) return together_s;
-  const int free = ranks > cores ? cores : 1;  // kernels at once that still run alone
+  const int free = ranks_outnumber_cores(cores, ranks) ? cores : 1;  // kernels at once that still run alone
   const double slower = together_s / alone_s - 1;
   double s = alone_s;
   for (int iter = 0; iter < 64; ++iter) {
@@ -70,11 +70,11 @@ ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status*
     // Kernels zb_optimizer did not time are left out, as before they were priced at all.
     if (step.kernels) {
       const KernelRates::StepKernelTime k = step.kernels->step_kernel_time(op, step.grad_dtype);
-      const int ranks = step.topo.size / std::max(1, step.topo.nodes);
+      const int ranks = step.topo.size / step.topo.nodes;
       // Where the ranks outnumber the cores, the updates start as the blocking wait before
       // them lets the ranks go, one a core, a wave at a time (simulate.h): each runs alone.
       if (std::isfinite(k.alone_s))
-        c.kernel_s = op.what == "update" && host_cores > 0 && ranks > host_cores
+        c.kernel_s = op.what == "update" && ranks_outnumber_cores(host_cores, ranks)
                          ? k.alone_s
                          : crowded_kernel_seconds(k.alone_s, k.together_s, c.layer_s, c.layer_busy, ranks, host_cores);
     }
@@ -82,6 +82,10 @@ ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status*
   // Every kernel the same share faster on the fastest rank (KernelRates::rank_spread).
   c.lag_s = step.kernels ? c.kernel_s * step.kernels->rank_spread() : 0.0;
   return c;
+}
+
+bool ranks_outnumber_cores(int host_cores, int ranks_per_node) {
+  return host_cores > 0 && ranks_per_node > host_cores;
 }
 
 double busy_stream_rate(int host_cores, int ranks_per_node, int busy_ranks) {
@@ -94,7 +98,8 @@ HostShare host_share(int host_cores, int ranks_per_node) {
   HostShare h;
   h.stream_rate = busy_stream_rate(host_cores, ranks_per_node);
   h.skewed_rate = busy_stream_rate(host_cores, ranks_per_node, (ranks_per_node + 1) / 2);
-  if (host_cores > 0 && ranks_per_node > host_cores) h.outnumbered_ranks = ranks_per_node, h.outnumbered_cores = host_cores;
+  if (ranks_outnumber_cores(host_cores, ranks_per_node))
+    h.outnumbered_ranks = ranks_per_node, h.outnumbered_cores = host_cores;
   return h;
 }
 

@@ -53,6 +53,12 @@ ComputeCost compute_cost(const RecordedStep& step, const ScheduleOp& op, Status*
 double crowded_kernel_seconds(double alone_s, double together_s, double layer_s, bool layer_busy, int ranks,
                               int cores);
 
+// Whether a node's CPU ranks outnumber its cores (`host_cores` 0, on devices: never). Then the
+// stream moves on the cores their compute leaves and they leave a blocking wait in waves
+// (host_share), and the optimizer's updates, which start in those waves, run alone
+// (compute_cost).
+bool ranks_outnumber_cores(int host_cores, int ranks_per_node);
+
 // How fast the stream runs while the ranks' compute keeps the host's cores busy, as a fraction
 // of its swept speed: on a CPU backend (`host_cores` per node, 0 on devices) the communication
 // threads of `ranks_per_node` ranks share the cores with `busy_ranks` busy compute threads

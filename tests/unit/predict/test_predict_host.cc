@@ -140,6 +140,9 @@ TEST(Simulate, WhereRanksOutnumberTheCoresTheStreamMovesOnTheCoresNoneComputesOn
   EXPECT_EQ(host_share(2, 4).outnumbered_cores, 2);
   EXPECT_EQ(host_share(2, 2).outnumbered_ranks, 0);
   EXPECT_EQ(host_share(0, 8).outnumbered_ranks, 0);  // devices: the host is not shared
+  EXPECT_TRUE(ranks_outnumber_cores(2, 3));
+  EXPECT_FALSE(ranks_outnumber_cores(2, 2));
+  EXPECT_FALSE(ranks_outnumber_cores(0, 8));
 }
 
 TEST(Simulate, RanksThatOutnumberTheCoresLeaveABlockingWaitInWaves) {
