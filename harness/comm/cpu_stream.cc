@@ -70,8 +70,16 @@ int allowed_cores() {
 // (docs/measurements.md). At the thread's normal priority the spin changed no stage's step by
 // more than 0.35 ms either way (6 pairs of runs), so the rule stands.
 double waiter_spin_seconds(int allowed_cores, int machine_cores, int ranks_on_machine) {
+  return rank_has_two_cores(allowed_cores, machine_cores, ranks_on_machine) ? kWaitSpinSeconds : 0.0;
+}
+
+bool rank_has_two_cores(int allowed_cores, int machine_cores, int ranks_on_machine) {
   const int shared = std::max(1, machine_cores) / std::max(1, ranks_on_machine);
-  return std::min(allowed_cores, shared) >= 2 ? kWaitSpinSeconds : 0.0;
+  return std::min(allowed_cores, shared) >= 2;
+}
+
+bool this_rank_has_two_cores(int ranks_on_machine) {
+  return rank_has_two_cores(allowed_cores(), int(std::thread::hardware_concurrency()), ranks_on_machine);
 }
 
 CpuStreamCommunicator::CpuStreamCommunicator(const Topology& topo, double timeout_s)

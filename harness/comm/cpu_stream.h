@@ -16,9 +16,14 @@
 
 namespace zb {
 
+// Whether a rank has two cores, one for its calling thread and one for its communication
+// thread, among those it may run on (`allowed_cores`) and in its share of the machine's.
+bool rank_has_two_cores(int allowed_cores, int machine_cores, int ranks_on_machine);
+// The same for this process: its affinity, the machine's cores.
+bool this_rank_has_two_cores(int ranks_on_machine);
+
 // How long a rank waiting for a collective checks for its end before it sleeps: 50 us where
-// the rank has two cores, for its calling thread and its communication thread, among those it
-// may run on (`allowed_cores`) and in its share of the machine's; else none.
+// the rank has two cores (rank_has_two_cores); else none.
 double waiter_spin_seconds(int allowed_cores, int machine_cores, int ranks_on_machine);
 
 class CpuStreamCommunicator : public Communicator {

@@ -1,8 +1,10 @@
 // MPI datatypes and reduction ops, with the user-defined BF16 sum.
 #include "harness/comm/mpi_ops.h"
 
+#include <cstdlib>
 #include <cstring>
 
+#include "harness/comm/cpu_stream.h"
 #include "harness/core/bf16.h"
 
 extern char** environ;
@@ -10,6 +12,7 @@ extern char** environ;
 namespace zb {
 namespace {
 MPI_Op g_bf16_sum = MPI_OP_NULL;
+constexpr const char* kYieldVariable = "OMPI_MCA_mpi_yield_when_idle";
 }
 
 void bf16_sum(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
@@ -35,6 +38,46 @@ std::string mpi_library_version() {
   std::string v(buf, size_t(len));
   size_t cut = v.find_first_of(",\n");
   return cut == std::string::npos ? v : v.substr(0, cut);
+}
+
+std::string prefer_mpi_yield(int ranks_on_machine) {
+  if (const char* v = std::getenv(kYieldVariable)) return std::string("the launch's ") + kYieldVariable + "=" + v;
+  if (ranks_on_machine < 1) return "library default: the ranks on this host were not known before MPI started";
+  if (this_rank_has_two_cores(ranks_on_machine)) return "library default: two cores a rank";
+  setenv(kYieldVariable, "1", 0);
+  return "asked for: a rank's compute and communication threads share its cores";
+}
+
+std::string mpi_yield_in_force() {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return "not reported";
+  std::string out = "not reported";
+  char name[256], desc[256];
+  int index = -1, count = 0, name_len = sizeof name, desc_len = sizeof desc, verbosity = 0, bind = 0, scope = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_T_enum enumtype;
+  MPI_T_cvar_handle handle;
+  if (MPI_T_cvar_get_index("mpi_yield_when_idle", &index) == MPI_SUCCESS &&
+      MPI_T_cvar_get_info(index, name, &name_len, &verbosity, &type, &enumtype, desc, &desc_len, &bind,
+                          &scope) == MPI_SUCCESS &&
+      (type == MPI_C_BOOL || type == MPI_INT) &&
+      MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+    unsigned char value[16] = {0};  // room for one value of either type
+    if (count == 1 && MPI_T_cvar_read(handle, value) == MPI_SUCCESS) {
+      bool on = false;
+      if (type == MPI_C_BOOL) {
+        std::memcpy(&on, value, sizeof on);
+      } else {
+        int v = 0;
+        std::memcpy(&v, value, sizeof v);
+        on = v != 0;
+      }
+      out = on ? "on" : "off";
+    }
+    MPI_T_cvar_handle_free(&handle);
+  }
+  MPI_T_finalize();
+  return out;
 }
 
 std::string algorithm_settings() {

@@ -194,6 +194,7 @@ int Driver::start() {
   context("iterations", std::to_string(iters_));
   context("warmup", std::to_string(warmup_));
   context("collective_algorithms", algorithm_settings());
+  if (!mpi_yield_why_.empty()) context("mpi_yield_when_idle", mpi_yield_in_force() + " (" + mpi_yield_why_ + ")");
   return -1;
 }
 

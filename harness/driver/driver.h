@@ -183,6 +183,7 @@ class Driver {
   std::unique_ptr<Communicator> comm_;
   Topology topo_;
   bool failed_ = false, mpi_started_ = false;
+  std::string mpi_yield_why_;  // why Open MPI's collectives yield their cores or not (prefer_mpi_yield)
   std::string command_line_;
 };
 

@@ -204,6 +204,15 @@ Status detect_launch(const EnvLookup& env, Launch* out) {
       l.kind = LaunchKind::mpi;
       l.rank = int(r);
       l.source = n;
+      // How many ranks it started on this host (Open MPI's mpirun, MPICH's hydra), where it
+      // says: before MPI starts, only the launcher knows.
+      for (const char* m : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+        int64_t local = 0;
+        if (has(m) && parse_int(env(m), &local) && local > 0) {
+          l.local_size = int(local);
+          break;
+        }
+      }
       *out = l;
       return Status::ok();
     }

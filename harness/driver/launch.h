@@ -22,7 +22,8 @@ struct Launch {
   LaunchKind kind = LaunchKind::none;
   int rank = 0, size = 1;
   // The launcher's local rank (-1 when it gave none: the rank's place among the ranks of its
-  // host then), which picks the GPU, and how many ranks it started on this host (-1: none).
+  // host then), which picks the GPU, and how many ranks it started on this host (-1: none;
+  // an MPI launcher's too, where it says).
   int local_rank = -1, local_size = -1;
   // Where rank 0 listens and the others connect (environment launches of several ranks).
   std::string host;

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from zbrun import TCP_RING, bad_flag_failures, benchmarks, is_nan, mpirun, run_json, run_single
+from zbrun import ENV, TCP_RING, bad_flag_failures, benchmarks, is_nan, mpirun, run_json, run_single
 
 COUNTERS = ["ranks", "bytes", "algbw_GBps", "busbw_GBps", "wrong", "wire_bytes_formula",
             "wire_bytes_measured"]
@@ -59,6 +59,20 @@ def test_json_counters_and_busbw_factors():
                           cwd=os.path.dirname(os.path.abspath(__file__)))
     if head.returncode == 0:
         assert data["context"]["git_revision"].removesuffix("-dirty") == head.stdout.strip()
+
+
+def test_mpi_yields_where_a_ranks_two_threads_share_its_cores():
+    """Open MPI polls for its peers without yielding unless its job has more ranks than slots,
+    so a rank's communication thread would hold the core its compute shares. Bound to a core
+    each, the ranks ask for the yield before MPI starts and MPI's own tool interface reports it
+    on; a launch's own setting stands, and is reported as the launch's."""
+    args = ["--min-bytes=4K", "--max-bytes=4K", "--iters=1", "--warmup=0"]
+    unset = {k: v for k, v in ENV.items() if k != "OMPI_MCA_mpi_yield_when_idle"}
+    data, _ = run_json(2, "zb_collectives", args, mca=["--bind-to", "core"], env=unset)
+    assert data["context"]["mpi_yield_when_idle"] == (
+        "on (asked for: a rank's compute and communication threads share its cores)")
+    data, _ = run_json(2, "zb_collectives", args, mca=["--bind-to", "core", "--mca", "mpi_yield_when_idle", "0"])
+    assert data["context"]["mpi_yield_when_idle"] == "off (the launch's OMPI_MCA_mpi_yield_when_idle=0)"
 
 
 # Open MPI's pairwise all-to-all: each rank sends each other rank its block, nothing more. (Its

@@ -23,17 +23,17 @@ def binary(name):
     return os.path.join(BIN, name)
 
 
-def mpirun(np, program, args, mca=(), timeout=600):
-    """Runs `program` on `np` ranks; returns the CompletedProcess."""
+def mpirun(np, program, args, mca=(), timeout=600, env=None):
+    """Runs `program` on `np` ranks (in ENV, or `env`); returns the CompletedProcess."""
     cmd = ["mpirun", "-np", str(np), "--oversubscribe", *mca, binary(program), *args]
-    return subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, env=env or ENV, capture_output=True, text=True, timeout=timeout)
 
 
-def run_json(np, program, args, mca=(), expect_rc=0, timeout=600):
+def run_json(np, program, args, mca=(), expect_rc=0, timeout=600, env=None):
     """Runs with --json into a temporary file and returns (json, process)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "out.json")
-        proc = mpirun(np, program, [*args, f"--json={path}"], mca=mca, timeout=timeout)
+        proc = mpirun(np, program, [*args, f"--json={path}"], mca=mca, timeout=timeout, env=env)
         assert proc.returncode == expect_rc, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         data = None
         if os.path.exists(path):

@@ -50,6 +50,19 @@ TEST(Launch, AnMpiLauncherWinsOverEveryOther) {
   EXPECT_EQ(l.rank, 3);
 }
 
+TEST(Launch, AnMpiLaunchersLocalSizeIsReadWhereItSaysOne) {
+  zb::Launch l;
+  ASSERT_TRUE(detect({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}, &l));
+  EXPECT_EQ(l.local_size, 4);
+  ASSERT_TRUE(detect({{"PMI_RANK", "1"}, {"MPI_LOCALNRANKS", "3"}}, &l));  // MPICH's hydra
+  EXPECT_EQ(l.local_size, 3);
+  // PMIx under srun says nothing before MPI starts; nor does a value that is no count.
+  ASSERT_TRUE(detect({{"PMIX_RANK", "1"}}, &l));
+  EXPECT_EQ(l.local_size, -1);
+  ASSERT_TRUE(detect({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "x"}}, &l));
+  EXPECT_EQ(l.local_size, -1);
+}
+
 TEST(Launch, TorchrunVariablesGiveRankSizeLocalRankAndAddress) {
   zb::Launch l;
   ASSERT_TRUE(detect(kTorchrun, &l));

@@ -82,15 +82,18 @@ TEST(CopyEngine, TracesCopiesAndHostJobsOnTheCopyTrack) {
 
 TEST(CpuStream, WaiterSpinsOnlyWhereEachRankHasTwoCores) {
   // 2 ranks unbound on 2 cores (this project's CI machine): one core each, no spin.
+  EXPECT_FALSE(rank_has_two_cores(2, 2, 2));
   EXPECT_EQ(waiter_spin_seconds(2, 2, 2), 0.0);
   // One rank alone on 2 cores, and 8 ranks unbound on 64: two cores or more each.
+  EXPECT_TRUE(rank_has_two_cores(2, 2, 1));
   EXPECT_EQ(waiter_spin_seconds(2, 2, 1), 50e-6);
+  EXPECT_TRUE(rank_has_two_cores(64, 64, 8));
   EXPECT_EQ(waiter_spin_seconds(64, 64, 8), 50e-6);
   // Bound to one core (mpirun --bind-to core), however large the machine.
-  EXPECT_EQ(waiter_spin_seconds(1, 64, 8), 0.0);
+  EXPECT_FALSE(rank_has_two_cores(1, 64, 8));
   // More ranks than cores, and nothing known of the machine.
-  EXPECT_EQ(waiter_spin_seconds(2, 2, 4), 0.0);
-  EXPECT_EQ(waiter_spin_seconds(1, 0, 0), 0.0);
+  EXPECT_FALSE(rank_has_two_cores(2, 2, 4));
+  EXPECT_FALSE(rank_has_two_cores(1, 0, 0));
 }
 
 // A one-rank CPU stream whose library call only notes the thread it runs on.
