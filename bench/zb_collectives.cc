@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
     if (b == 0 || std::find(opt.footprints.begin(), opt.footprints.end(), b) != opt.footprints.end())
       return driver.bad_flag(zb::Status::error("--gather-footprint=" + std::to_string(b) + ": each is a footprint "
                                                "above 0 that --footprint does not already time"));
+  driver.set_thread_progress(opt.progress == zb::Progress::thread);
   code = driver.start();
   if (code >= 0) return code;
 

@@ -122,6 +122,7 @@ int main(int argc, char** argv) {
                           std::to_string(ms.model.layers.size()) + " layers");
   if (s && !opt.trace.empty()) s = zb::check_output_path("--trace", opt.trace);
   if (!s) return driver.bad_flag(s);
+  driver.set_thread_progress(true);  // the step's collectives run on the communication thread
   code = driver.start();
   if (code >= 0) return code;
   zb::Communicator& comm = driver.comm();

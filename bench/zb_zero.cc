@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
   if (s && !opt.trace.empty()) s = zb::check_output_path("--trace", opt.trace);
   if (s && opt.trace_comm && opt.trace.empty()) s = zb::Status::error("--trace-round=comm: give --trace=PATH");
   if (!s) return driver.bad_flag(s);
+  driver.set_thread_progress(true);  // the step's collectives run on the communication thread
   code = driver.start();
   if (code >= 0) return code;
   const zb::ModelSpec& model = ms.model;

@@ -40,8 +40,9 @@ std::string mpi_library_version() {
   return cut == std::string::npos ? v : v.substr(0, cut);
 }
 
-std::string prefer_mpi_yield(int ranks_on_machine) {
+std::string prefer_mpi_yield(int ranks_on_machine, bool thread_progress) {
   if (const char* v = std::getenv(kYieldVariable)) return std::string("the launch's ") + kYieldVariable + "=" + v;
+  if (!thread_progress) return "library default: the collectives run on the calling thread";
   if (ranks_on_machine < 1) return "library default: the ranks on this host were not known before MPI started";
   if (this_rank_has_two_cores(ranks_on_machine)) return "library default: two cores a rank";
   setenv(kYieldVariable, "1", 0);

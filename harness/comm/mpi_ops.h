@@ -19,13 +19,15 @@ MPI_Op mpi_sum_op(DType dtype);
 void bf16_sum(void* in, void* inout, int* len, MPI_Datatype* type);
 std::string mpi_library_version();
 // Open MPI's collectives poll for their peers without giving up the core unless its job has
-// more ranks than slots (mpi_yield_when_idle). Our ranks run two threads each, the compute and
-// the communication thread; where they share a core (no two cores a rank, rank_has_two_cores),
-// a poll that never yields holds the core from the rank's compute, or from a peer's
-// communication thread that the collective itself needs, for a whole time slice. There,
-// before MPI starts and unless the launch set it, this asks for the yield. `ranks_on_machine`:
-// the launcher's count (< 1: not known, nothing set). Returns what the results' context says.
-std::string prefer_mpi_yield(int ranks_on_machine);
+// more ranks than slots (mpi_yield_when_idle). Where the collectives run on a communication
+// thread beside the rank's own (`thread_progress`) and the two share a core (no two cores a
+// rank, rank_has_two_cores), a poll that never yields holds the core from the rank's compute,
+// or from a peer's communication thread that the collective itself needs, for a whole time
+// slice. There, before MPI starts and unless the launch set it, this asks for the yield.
+// Elsewhere the library's polling stays: a yield is a system call at every empty poll, and a
+// small collective's latency pays for it. `ranks_on_machine`: the launcher's count (< 1: not
+// known, nothing set). Returns what the results' context says.
+std::string prefer_mpi_yield(int ranks_on_machine, bool thread_progress);
 // Open MPI's mpi_yield_when_idle as MPI reports it (its tool interface), after MPI started;
 // "not reported" where the library has no such variable.
 std::string mpi_yield_in_force();

@@ -101,6 +101,11 @@ class Driver {
   // describes the modelled ranks and is read back with ranks_per_node(), not applied here.
   void model_nodes_only() { model_nodes_only_ = true; }
   int64_t ranks_per_node() const { return ranks_per_node_; }
+  // For a program whose mpi-backend collectives run on the communication thread beside the
+  // rank's own (the overlapping steps, a --progress=thread sweep), set before start(): where
+  // the two threads share a core, Open MPI is asked to yield (prefer_mpi_yield). Collectives
+  // on the calling thread alone keep the library's polling, which a small one's latency needs.
+  void set_thread_progress(bool on) { thread_progress_ = on; }
   // Two steps, so that a bad flag ends the program before MPI starts. parse(): the flags and
   // the launcher's variables, checked; -1 to go on, or an exit code to end with now: 0 after
   // --help, --show-backend or --show-launch, 2 after a bad flag or variable. The program then
@@ -182,7 +187,7 @@ class Driver {
   std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<Communicator> comm_;
   Topology topo_;
-  bool failed_ = false, mpi_started_ = false;
+  bool failed_ = false, mpi_started_ = false, thread_progress_ = false;
   std::string mpi_yield_why_;  // why Open MPI's collectives yield their cores or not (prefer_mpi_yield)
   std::string command_line_;
 };

@@ -39,9 +39,8 @@ int Driver::connect() {
   // MPI runs only where MPI launched the ranks, or for a lone process of the mpi backend (MPI's
   // singleton); a launch from the environment needs no MPI at run time.
   if (launch_.kind == LaunchKind::mpi || (launch_.kind == LaunchKind::none && backend_ == Backend::mpi)) {
-    // The mpi backend's collectives run on a communication thread beside the rank's compute.
     const int ranks_here = launch_.kind == LaunchKind::none ? 1 : launch_.local_size;
-    if (backend_ == Backend::mpi) mpi_yield_why_ = prefer_mpi_yield(ranks_here);
+    if (backend_ == Backend::mpi) mpi_yield_why_ = prefer_mpi_yield(ranks_here, thread_progress_);
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     mpi_started_ = true;

@@ -64,14 +64,20 @@ def test_json_counters_and_busbw_factors():
 def test_mpi_yields_where_a_ranks_two_threads_share_its_cores():
     """Open MPI polls for its peers without yielding unless its job has more ranks than slots,
     so a rank's communication thread would hold the core its compute shares. Bound to a core
-    each, the ranks ask for the yield before MPI starts and MPI's own tool interface reports it
-    on; a launch's own setting stands, and is reported as the launch's."""
+    each with the collectives on the communication thread, the ranks ask for the yield before
+    MPI starts and MPI's own tool interface reports it on; on the calling thread alone they
+    keep the library's polling; a launch's own setting stands, and is reported as the launch's."""
     args = ["--min-bytes=4K", "--max-bytes=4K", "--iters=1", "--warmup=0"]
     unset = {k: v for k, v in ENV.items() if k != "OMPI_MCA_mpi_yield_when_idle"}
-    data, _ = run_json(2, "zb_collectives", args, mca=["--bind-to", "core"], env=unset)
+    bound = ["--bind-to", "core"]
+    data, _ = run_json(2, "zb_collectives", [*args, "--progress=thread"], mca=bound, env=unset)
     assert data["context"]["mpi_yield_when_idle"] == (
         "on (asked for: a rank's compute and communication threads share its cores)")
-    data, _ = run_json(2, "zb_collectives", args, mca=["--bind-to", "core", "--mca", "mpi_yield_when_idle", "0"])
+    data, _ = run_json(2, "zb_collectives", [*args, "--progress=caller"], mca=bound, env=unset)
+    assert data["context"]["mpi_yield_when_idle"] == (
+        "off (library default: the collectives run on the calling thread)")
+    data, _ = run_json(2, "zb_collectives", [*args, "--progress=thread"],
+                       mca=[*bound, "--mca", "mpi_yield_when_idle", "0"])
     assert data["context"]["mpi_yield_when_idle"] == "off (the launch's OMPI_MCA_mpi_yield_when_idle=0)"
 
 
