@@ -39,6 +39,7 @@ def one_node(a, tmp):
           "| exposed predicted (ms) [lowest, highest] | exposed_error: compute alone | kernels "
           "| kernels and skew | exposed_error_s (ms) | skew measured / predicted (ms) | step_error | within |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    yields = {}  # ranks -> how the steps' MPI waited, as their results say (zb_zero's context)
     for ranks in a.ranks:
         errs = {s: [] for s in STAGES}
         for rep in range(a.reps):
@@ -56,6 +57,8 @@ def one_node(a, tmp):
                                          f"--json={pred}"])
                 got.append(rows(pred))
             measured = rows(zero)
+            with open(zero) as f:
+                yields.setdefault(ranks, set()).add(json.load(f)["context"].get("mpi_yield_when_idle", "not recorded"))
             for stage in got[0]:
                 b, k, s = got[0][stage], got[1][stage], got[2][stage]
                 errs[stage].append((s["comm_error"], s["exposed_comm_s_measured"], b["exposed_error"],
@@ -77,6 +80,10 @@ def one_node(a, tmp):
                   f"| {med[9] * 1e3:.3f} [{lo[9] * 1e3:.3f}, {hi[9] * 1e3:.3f}] | {med[2]:+.1%} | {med[3]:+.1%} "
                   f"| {med[4]:+.1%} | {med[5] * 1e3:+.3f} | {med[6] * 1e3:.3f} / {med[7] * 1e3:.3f} "
                   f"| {med[8]:+.1%} | {verdict} |")
+    # Whether Open MPI yielded while a collective waited moves the measured side (docs/zero.md).
+    print()
+    for ranks in a.ranks:
+        print(f"# {ranks} ranks: zb_zero's mpi_yield_when_idle: {'; '.join(sorted(yields[ranks]))}")
 
 
 def bucket_s(sweep_path, op, nbytes, in_place=False):

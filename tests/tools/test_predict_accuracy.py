@@ -65,7 +65,8 @@ def test_from_predicts_from_the_kept_files_without_measuring(tmp_path):
         (kept / f"sweep_2_{rep}.json").write_text('{"context": {}, "benchmarks": []}')
         (kept / f"rates_2_{rep}.json").write_text(
             '{"context": {}, "benchmarks": [{"name": "adam/params:1", "rank_spread": 0.1}]}')
-        (kept / f"zero_2_{rep}.json").write_text(json.dumps({"context": {}, "benchmarks": [
+        context = {"mpi_yield_when_idle": "on (asked for)"} if rep else {}
+        (kept / f"zero_2_{rep}.json").write_text(json.dumps({"context": context, "benchmarks": [
             {"name": f"zero/stage:{s}/manual_time", "step_s": 0.010} for s in ("dp", "z1")]}))
     # No zb_collectives, zb_zero or zb_optimizer in the folder: a measurement would fail.
     proc = subprocess.run([sys.executable, TOOL, "one-node", "--ranks=2", "--reps=2", f"--from={kept}",
@@ -75,6 +76,8 @@ def test_from_predicts_from_the_kept_files_without_measuring(tmp_path):
     assert rows == [f"| 2 | {s} | +5.0% [+5.0%, +5.0%] | 4.000 [4.000, 4.000] | 5.200 [5.200, 5.200] "
                     f"| +10.0% | +20.0% | +30.0% "
                     f"| +1.200 | 1.000 / 0.500 | +10.0% | exposed |" for s in ("dp", "z1")], proc.stdout
+    # How the steps' MPI waited, from each kept step's context (an older file has none).
+    assert "# 2 ranks: zb_zero's mpi_yield_when_idle: not recorded; on (asked for)" in proc.stdout.splitlines()
     # A repetition the folder does not hold is one line and exit 2, before the table starts.
     proc = subprocess.run([sys.executable, TOOL, "one-node", "--ranks=2", "--reps=3", f"--from={kept}",
                            f"--bin={bin_dir}"], capture_output=True, text=True, timeout=60)
