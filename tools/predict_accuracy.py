@@ -83,7 +83,7 @@ def one_node(a, tmp):
     # Whether Open MPI yielded while a collective waited moves the measured side (docs/zero.md).
     print()
     for ranks in a.ranks:
-        print(f"# {ranks} ranks: zb_zero's mpi_yield_when_idle: {'; '.join(sorted(yields[ranks]))}")
+        print(f"# {ranks} ranks: the steps' mpi_yield_when_idle: {'; '.join(sorted(yields[ranks]))}")
 
 
 def bucket_s(sweep_path, op, nbytes, in_place=False):

@@ -77,7 +77,7 @@ def test_from_predicts_from_the_kept_files_without_measuring(tmp_path):
                     f"| +10.0% | +20.0% | +30.0% "
                     f"| +1.200 | 1.000 / 0.500 | +10.0% | exposed |" for s in ("dp", "z1")], proc.stdout
     # How the steps' MPI waited, from each kept step's context (an older file has none).
-    assert "# 2 ranks: zb_zero's mpi_yield_when_idle: not recorded; on (asked for)" in proc.stdout.splitlines()
+    assert "# 2 ranks: the steps' mpi_yield_when_idle: not recorded; on (asked for)" in proc.stdout.splitlines()
     # A repetition the folder does not hold is one line and exit 2, before the table starts.
     proc = subprocess.run([sys.executable, TOOL, "one-node", "--ranks=2", "--reps=3", f"--from={kept}",
                            f"--bin={bin_dir}"], capture_output=True, text=True, timeout=60)
