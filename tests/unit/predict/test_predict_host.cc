@@ -1,8 +1,8 @@
 // The replay on a shared host, on hand-computed steps: compute that keeps the cores busy slows
 // the stream (a fair share each, the ranks' busy spells apart where one rank runs ahead);
 // where a node's CPU ranks outnumber its cores the stream moves on the cores none of them
-// computes on, and they leave a blocking wait in waves; and a reduction that waits in the stream's queue meets its gradients as cold as
-// the spread sweep's.
+// computes on, and they leave a blocking wait in waves; and a reduction that waits in the
+// stream's queue meets its gradients as cold as the spread sweep's.
 #include <gtest/gtest.h>
 
 #include <cmath>
