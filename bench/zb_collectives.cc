@@ -121,6 +121,7 @@ int main(int argc, char** argv) {
       return driver.bad_flag(zb::Status::error("--gather-footprint=" + std::to_string(b) + ": each is a footprint "
                                                "above 0 that --footprint does not already time"));
   driver.set_thread_progress(opt.progress == zb::Progress::thread);
+  driver.set_reference_collective(true);  // zb_predict holds the steps' against it
   code = driver.start();
   if (code >= 0) return code;
 

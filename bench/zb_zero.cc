@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
   if (s && opt.trace_comm && opt.trace.empty()) s = zb::Status::error("--trace-round=comm: give --trace=PATH");
   if (!s) return driver.bad_flag(s);
   driver.set_thread_progress(true);  // the step's collectives run on the communication thread
+  driver.set_reference_collective(true);  // zb_predict holds it against the sweep's
   code = driver.start();
   if (code >= 0) return code;
   const zb::ModelSpec& model = ms.model;

@@ -14,6 +14,7 @@
 
 #include "harness/comm/mpi_ops.h"
 #include "harness/core/files.h"
+#include "harness/core/stats.h"
 #include "harness/driver/reporters.h"
 #include "harness/stage/stage_json.h"
 #include "harness/stage/stage.h"
@@ -238,8 +239,12 @@ void Driver::add(const std::string& name, std::function<Status(Run&)> body) {
   benchmark::RegisterBenchmark(name.c_str(),
                                [this, body](benchmark::State& state) {
                                  Run run(*this, state);
-                                 Status s = body(run);
+                                 std::vector<double> reference;
+                                 Status s = reference_ ? time_reference(kReferenceCalls, &reference) : Status::ok();
+                                 if (s) s = body(run);
+                                 if (s && reference_) s = time_reference(kReferenceCalls, &reference);
                                  if (!s) abort_job(s);
+                                 if (reference_) run.counter("reference_s", max_over_ranks(median(reference)));
                                })
       ->Iterations(iters_)
       ->UseManualTime()

@@ -13,6 +13,7 @@
 
 #include "harness/comm/communicator.h"
 #include "harness/comm/topology.h"
+#include "harness/core/device.h"
 #include "harness/core/trace.h"
 #include "harness/driver/control.h"
 #include "harness/driver/flags.h"
@@ -44,6 +45,12 @@ struct Timing {
 enum class Worst { max, min };
 
 class Driver;
+
+// The reference collective (Driver::set_reference_collective): the library's own in-place
+// all-reduce of this many bytes of fp32 over every rank, timed this many times before each
+// repetition and as many after it.
+constexpr size_t kReferenceBytes = size_t(1) << 20;
+constexpr int kReferenceCalls = 3;
 
 // Handed to a benchmark body: the timing loops, which live only here, and the counters.
 // Every loop runs the driver's warm-up iterations untimed, then its fixed timed iterations;
@@ -106,6 +113,11 @@ class Driver {
   // the two threads share a core, Open MPI is asked to yield (prefer_mpi_yield). Collectives
   // on the calling thread alone keep the library's polling, which a small one's latency needs.
   void set_thread_progress(bool on) { thread_progress_ = on; }
+  // For a program whose results are held against another run's (the sweep and the steps the
+  // predictor compares), set before run(): around each benchmark's repetition every rank
+  // times the reference collective (reference_collective.cc), and the counter reference_s is
+  // its median, the slowest rank's: how fast this host ran one fixed collective meanwhile.
+  void set_reference_collective(bool on) { reference_ = on; }
   // Two steps, so that a bad flag ends the program before MPI starts. parse(): the flags and
   // the launcher's variables, checked; -1 to go on, or an exit code to end with now: 0 after
   // --help, --show-backend or --show-launch, 2 after a bad flag or variable. The program then
@@ -169,6 +181,8 @@ class Driver {
   // start()'s first half (start.cc): MPI or the environment's rendezvous, the topology, the
   // control plane and the measured communicator; -1 to go on, else the exit code.
   int connect();
+  // The reference collective, `calls` times after an untimed one; each time appended to `times`.
+  Status time_reference(int calls, std::vector<double>* times);
 
   Flags flags_;
   std::string backend_flag_ = "auto", json_path_, fault_skip_, fault_slow_, fault_stall_;
@@ -187,7 +201,8 @@ class Driver {
   std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<Communicator> comm_;
   Topology topo_;
-  bool failed_ = false, mpi_started_ = false, thread_progress_ = false;
+  bool failed_ = false, mpi_started_ = false, thread_progress_ = false, reference_ = false;
+  Buffer reference_buffer_;
   std::string mpi_yield_why_;  // why Open MPI's collectives yield their cores or not (prefer_mpi_yield)
   std::string command_line_;
 };
