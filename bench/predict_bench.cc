@@ -105,6 +105,14 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, PredictOutcome
     run.counter("comm_error", p.comm_s / comm - 1);
     run.counter("exposed_error", p.exposed_s / exposed - 1);
     run.counter("exposed_error_s", p.exposed_s - exposed);
+    // Whether the step ran on the host the sweep timed, by their reference collectives: the
+    // ratio of the two times, and 1 where the sweep kept one speed and the step ran at it (NaN
+    // where either timed none). Where it is 0 the errors compare two hosts, not the model.
+    const HostReference& swept = setup.sweep->reference();
+    const double reference = measured("reference_s");
+    run.counter("reference_ratio", reference / swept.median_s);
+    run.counter("host_steady", !std::isfinite(reference / swept.median_s) ? NAN
+                               : swept.steady() && same_host_speed(reference, swept.median_s) ? 1 : 0);
   }
   if (!setup.explain_trace.empty()) {
     MeasuredStep m;

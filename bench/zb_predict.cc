@@ -38,6 +38,27 @@ struct Row {
   const std::map<std::string, double>* measured;
 };
 
+// Whether the host ran the sweep at one speed and each measured step at that speed, by their
+// reference collectives (harness/driver/reference_collective.cc); nothing where the sweep
+// timed none.
+void print_host_speed(const zb::HostReference& swept, const std::vector<Row>& rows) {
+  if (!std::isfinite(swept.median_s)) return;
+  std::string other;  // the steps measured at another speed
+  for (const Row& row : rows) {
+    const double r = row.measured && row.measured->count("reference_s") ? row.measured->at("reference_s") : NAN;
+    if (std::isfinite(r) && !zb::same_host_speed(r, swept.median_s))
+      other += (other.empty() ? "" : ", ") + row.stage + " " + zb::fmt(r / swept.median_s, 2) + "x";
+  }
+  std::printf("# host: the reference collective (the library's %zu MiB all-reduce) took %.3f ms in the sweep, its "
+              "median over %d benchmarks; %d of them more than %gx away%s%s\n",
+              zb::kReferenceBytes >> 20, swept.median_s * 1e3, swept.benchmarks, swept.off, zb::kHostChangedRatio,
+              swept.steady() ? "" : ": the host changed speed during the sweep, so it prices two hosts at once",
+              other.empty() ? ""
+                            : ("; steps measured at another speed (reference_ratio): " + other +
+                               ", so their errors compare two hosts, not the model")
+                                  .c_str());
+}
+
 bool exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0;
@@ -323,6 +344,7 @@ int main(int argc, char** argv) {
                   sweep.host_cores(), per_node, sweep.host_cores());
     if (topo.nodes > 1 && !tiers.inter.ok())
       std::printf("# links between nodes: the sweep ran on one node, so they take its link's latency\n");
+    print_host_speed(sweep.reference(), rows);
     for (const auto& [stage, o, m] : rows)
       if (!o.explanation.empty()) std::printf("\n# --explain %s\n%s", stage.c_str(), o.explanation.c_str());
   }

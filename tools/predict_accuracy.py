@@ -22,7 +22,8 @@ from predict_accuracy_common import (KERNEL_RATES, PREDICTED, STAGES, SWEEP, ZER
 def one_node(a, tmp):
     """Median over --reps of the errors per stage, at each rank count: the predictor with
     --compute alone, with the step's own kernels priced (--kernels) but the ranks alike, and
-    with the kernels and the skew between ranks (each kernel's rank_spread)."""
+    with the kernels and the skew between ranks (each kernel's rank_spread). Then the same over
+    the repetitions whose sweep and step ran at one host speed (zb_predict's host_steady)."""
     # The measured files: in --keep's folder, to predict again later; read from --from's.
     kept = a.from_dir or a.keep or tmp
 
@@ -35,13 +36,9 @@ def one_node(a, tmp):
                 if not os.path.isfile(path):
                     die(f"--from={a.from_dir}: no {os.path.basename(path)} (kept by --keep at --ranks={ranks} with "
                         f"--reps above {rep})")
-    print("| ranks | stage | comm_error [lowest, highest] | exposed measured (ms) [lowest, highest] "
-          "| exposed predicted (ms) [lowest, highest] | exposed_error: compute alone | kernels "
-          "| kernels and skew | exposed_error_s (ms) | skew measured / predicted (ms) | step_error | within |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     yields = {}  # ranks -> how the steps' MPI waited, as their results say (zb_zero's context)
+    errs = {}  # (ranks, stage) -> per repetition: (its errors, whether sweep and step ran at one host speed)
     for ranks in a.ranks:
-        errs = {s: [] for s in STAGES}
         for rep in range(a.reps):
             sweep, zero, rates = kept_files(ranks, rep)
             alike = os.path.join(tmp, f"alike_{ranks}_{rep}.json")
@@ -61,29 +58,51 @@ def one_node(a, tmp):
                 yields.setdefault(ranks, set()).add(json.load(f)["context"].get("mpi_yield_when_idle", "not recorded"))
             for stage in got[0]:
                 b, k, s = got[0][stage], got[1][stage], got[2][stage]
-                errs[stage].append((s["comm_error"], s["exposed_comm_s_measured"], b["exposed_error"],
-                                    k["exposed_error"], s["exposed_error"], s["exposed_error_s"],
-                                    s["skew_wait_s_measured"], s["skew_wait_s_predicted"],
-                                    s["step_s_predicted"] / measured[stage]["step_s"] - 1,
-                                    s["exposed_comm_s_predicted"]))
-        for stage in STAGES:
-            if not errs[stage]:
-                continue
-            med = [statistics.median(e[i] for e in errs[stage]) for i in range(10)]
-            lo = [min(e[i] for e in errs[stage]) for i in range(10)]
-            hi = [max(e[i] for e in errs[stage]) for i in range(10)]
-            comm_ok, exposed_ok = within(med[0], med[4], med[5], med[1])
-            verdict = "yes" if comm_ok and exposed_ok else (
-                ("comm" if not comm_ok else "") + (" exposed" if not exposed_ok else "")).strip()
-            print(f"| {ranks} | {stage} | {med[0]:+.1%} [{lo[0]:+.1%}, {hi[0]:+.1%}] "
-                  f"| {med[1] * 1e3:.3f} [{lo[1] * 1e3:.3f}, {hi[1] * 1e3:.3f}] "
-                  f"| {med[9] * 1e3:.3f} [{lo[9] * 1e3:.3f}, {hi[9] * 1e3:.3f}] | {med[2]:+.1%} | {med[3]:+.1%} "
-                  f"| {med[4]:+.1%} | {med[5] * 1e3:+.3f} | {med[6] * 1e3:.3f} / {med[7] * 1e3:.3f} "
-                  f"| {med[8]:+.1%} | {verdict} |")
+                errs.setdefault((ranks, stage), []).append((
+                    (s["comm_error"], s["exposed_comm_s_measured"], b["exposed_error"], k["exposed_error"],
+                     s["exposed_error"], s["exposed_error_s"], s["skew_wait_s_measured"], s["skew_wait_s_predicted"],
+                     s["step_s_predicted"] / measured[stage]["step_s"] - 1, s["exposed_comm_s_predicted"]),
+                    s.get("host_steady") == 1))
+    header = ("| ranks | stage | reps | comm_error [lowest, highest] | exposed measured (ms) [lowest, highest] "
+              "| exposed predicted (ms) [lowest, highest] | exposed_error: compute alone | kernels "
+              "| kernels and skew | exposed_error_s (ms) | skew measured / predicted (ms) | step_error | within |")
+    print(header)
+    print("|---" * (header.count("|") - 1) + "|")
+    for (ranks, stage), reps in sorted(errs.items(), key=lambda kv: (kv[0][0], STAGES.index(kv[0][1]))):
+        error_row(ranks, stage, [e for e, _ in reps])
+    # A host whose speed changes between the sweep and the step (a virtual machine's cores moved
+    # under it) makes an error of two hosts, not of the model: zb_predict's host_steady says.
+    print()
+    print("Over the repetitions whose sweep ran at one host speed and whose step ran at the same "
+          "(zb_predict's host_steady):")
+    print()
+    print(header)
+    print("|---" * (header.count("|") - 1) + "|")
+    for (ranks, stage), reps in sorted(errs.items(), key=lambda kv: (kv[0][0], STAGES.index(kv[0][1]))):
+        error_row(ranks, stage, [e for e, steady in reps if steady])
     # Whether Open MPI yielded while a collective waited moves the measured side (docs/zero.md).
     print()
     for ranks in a.ranks:
         print(f"# {ranks} ranks: the steps' mpi_yield_when_idle: {'; '.join(sorted(yields[ranks]))}")
+
+
+def error_row(ranks, stage, errs):
+    """One stage's row: the median over `errs` (one tuple of errors per repetition) with the
+    lowest and highest, and whether it is within the tolerances."""
+    if not errs:
+        print(f"| {ranks} | {stage} | 0 | - | - | - | - | - | - | - | - | - | - |")
+        return
+    med = [statistics.median(e[i] for e in errs) for i in range(10)]
+    lo = [min(e[i] for e in errs) for i in range(10)]
+    hi = [max(e[i] for e in errs) for i in range(10)]
+    comm_ok, exposed_ok = within(med[0], med[4], med[5], med[1])
+    verdict = "yes" if comm_ok and exposed_ok else (
+        ("comm" if not comm_ok else "") + (" exposed" if not exposed_ok else "")).strip()
+    print(f"| {ranks} | {stage} | {len(errs)} | {med[0]:+.1%} [{lo[0]:+.1%}, {hi[0]:+.1%}] "
+          f"| {med[1] * 1e3:.3f} [{lo[1] * 1e3:.3f}, {hi[1] * 1e3:.3f}] "
+          f"| {med[9] * 1e3:.3f} [{lo[9] * 1e3:.3f}, {hi[9] * 1e3:.3f}] | {med[2]:+.1%} | {med[3]:+.1%} "
+          f"| {med[4]:+.1%} | {med[5] * 1e3:+.3f} | {med[6] * 1e3:.3f} / {med[7] * 1e3:.3f} "
+          f"| {med[8]:+.1%} | {verdict} |")
 
 
 def bucket_s(sweep_path, op, nbytes, in_place=False):

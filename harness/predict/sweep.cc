@@ -44,7 +44,7 @@ void place(const std::string& group, const FileShape& shape, SweepSeries* s) {
 }
 
 Status load_zb_collectives(const std::string& path, std::vector<SweepSeries>* out, FileShape* shape,
-                           std::string* description) {
+                           std::string* description, std::vector<double>* references) {
   Results results;
   ZB_RETURN_IF_ERROR(load_results(path, "--sweep", &results));
   int64_t ranks = 0, nodes = 1;
@@ -77,6 +77,8 @@ Status load_zb_collectives(const std::string& path, std::vector<SweepSeries>* ou
     std::map<std::string, std::string> seg = name_segments(name, &head);
     Coll op;
     if (!parse_coll(head, &op) || !counters.count("real_time_s")) continue;
+    auto reference = counters.find("reference_s");
+    if (reference != counters.end() && std::isfinite(reference->second)) references->push_back(reference->second);
     uint64_t bytes = 0;
     if (seg.count("bytes")) parse_bytes(seg["bytes"], &bytes);
     const std::string dtype = seg.count("dtype") ? seg["dtype"] : "bf16";
@@ -129,7 +131,20 @@ Status load_nccl_tests(const std::string& path, std::vector<SweepSeries>* out, F
   return Status::ok();
 }
 
+HostReference host_reference(const std::vector<double>& times) {
+  HostReference r;
+  r.benchmarks = int(times.size());
+  if (times.empty()) return r;
+  r.median_s = median(times);
+  for (double t : times) r.off += same_host_speed(t, r.median_s) ? 0 : 1;
+  return r;
+}
+
 }  // namespace
+
+bool same_host_speed(double a_s, double b_s) {
+  return a_s > 0 && b_s > 0 && std::max(a_s, b_s) <= kHostChangedRatio * std::min(a_s, b_s);
+}
 
 Status Sweep::from_series(std::vector<SweepSeries> series, int ranks, int nodes, double handoff_s, Sweep* out) {
   Sweep s;
@@ -144,6 +159,7 @@ Status Sweep::from_series(std::vector<SweepSeries> series, int ranks, int nodes,
 
 Status Sweep::load(const std::string& paths, double handoff_s, Sweep* out) {
   std::vector<SweepSeries> all;
+  std::vector<double> references;
   std::string description;
   FileShape first;
   for (const std::string& path : split(paths, ',')) {
@@ -152,7 +168,7 @@ Status Sweep::load(const std::string& paths, double handoff_s, Sweep* out) {
     FileShape shape;
     std::string what;
     if (is_nccl_tests_json(read_text(path))) ZB_RETURN_IF_ERROR(load_nccl_tests(path, &got, &shape, &what));
-    else ZB_RETURN_IF_ERROR(load_zb_collectives(path, &got, &shape, &what));
+    else ZB_RETURN_IF_ERROR(load_zb_collectives(path, &got, &shape, &what, &references));
     if (got.empty()) return Status::error("--sweep: " + path + " holds no collective benchmarks");
     for (const SweepSeries& g : got)
       for (const SweepSeries& a : all)
@@ -170,6 +186,7 @@ Status Sweep::load(const std::string& paths, double handoff_s, Sweep* out) {
   ZB_RETURN_IF_ERROR(from_series(std::move(all), first.ranks, first.nodes, handoff_s, &s));
   s.description_ = description;
   s.host_cores_ = first.host_cores;
+  s.reference_ = host_reference(references);
   *out = std::move(s);
   return Status::ok();
 }

@@ -3,6 +3,7 @@
 // wait pays. From zb_collectives results or nccl-tests' -J output, one file or several.
 #pragma once
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <tuple>
@@ -48,6 +49,27 @@ bool same_collective(const SweepSeries& a, const SweepSeries& b);
 // --handoff-us default.
 constexpr double kDefaultHandoffUs = 10;
 
+// How far apart two times of the reference collective (zb_collectives' and zb_zero's
+// reference_s) may lie before the host is taken to have run at another speed between them. On
+// the 2-core guest of docs/measurements.md, whose two cores the hypervisor moves between
+// sharing a cache and not for seconds at a time, its 1 MiB all-reduce over 2 ranks took 0.11 to
+// 0.19 ms in one state and 0.40 to 0.71 ms in the other.
+constexpr double kHostChangedRatio = 1.5;
+// The share of a sweep's benchmarks whose reference must lie within that ratio of the sweep's
+// median for the sweep to have run at one speed (an odd repetition stalls).
+constexpr double kHostSteadyShare = 0.95;
+
+// Whether two times of the reference collective lie within kHostChangedRatio of each other.
+bool same_host_speed(double a_s, double b_s);
+
+// The reference collective over a sweep's benchmarks, each at its median repetition.
+struct HostReference {
+  double median_s = NAN;  // NaN: no benchmark timed it (nccl-tests, older results)
+  int benchmarks = 0;     // how many timed it
+  int off = 0;            // of them, how many lie more than kHostChangedRatio from the median
+  bool steady() const { return off <= (1 - kHostSteadyShare) * benchmarks; }
+};
+
 class Sweep {
  public:
   // `paths`: one file or several, comma-separated, each zb_collectives results (Google
@@ -64,6 +86,8 @@ class Sweep {
   // The first file's cores per node where its collectives ran on a CPU backend (its
   // communication then shares them with compute: replay.h); 0 on devices or unknown.
   int host_cores() const { return host_cores_; }
+  // The host's speed while the sweep ran, by its reference collective.
+  const HostReference& reference() const { return reference_; }
   // What was read ("zb_collectives batch, progress thread, serial_s for the hand-off; ...").
   const std::string& description() const { return description_; }
   const std::vector<SweepSeries>& series() const { return series_; }
@@ -95,6 +119,7 @@ class Sweep {
   std::string description_;
   std::vector<SweepSeries> series_;
   double default_handoff_s_ = 0;
+  HostReference reference_;
 };
 
 }  // namespace zb

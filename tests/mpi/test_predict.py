@@ -88,6 +88,37 @@ def test_the_recorder_sees_exactly_the_collectives_of_a_real_step(np):
                                                 abs=1e-12)
         assert b["exposed_error_s"] == pytest.approx(
             b["exposed_comm_s_predicted"] - real_rows[name]["exposed_comm_s"], rel=1e-9, abs=1e-12)
+        # The crafted sweep timed no reference collective: whether the host kept its speed is unknown.
+        assert real_rows[name]["reference_s"] > 0, name
+        assert math.isnan(b["reference_ratio"]) and math.isnan(b["host_steady"]), name
+
+
+def test_a_step_measured_at_another_host_speed_than_the_sweep_is_named():
+    """zb_zero times the reference collective around each repetition; a sweep whose own took as
+    long prices a step on the same host, one three times as slow does not, and the console
+    names the stages."""
+    with tempfile.TemporaryDirectory() as tmp:
+        real, proc = run_json(2, "zb_zero", [*MODEL, "--stages=dp,z3", "--iters=2", "--warmup=1", "--no-check"])
+        steps = benchmarks(real)
+        reference = sorted(b["reference_s"] for b in steps.values())[0]
+        write(tmp, "real.json", real)
+        for factor in (1, 3):
+            doc = sweep_doc(2)
+            for row in doc["benchmarks"]:
+                row["reference_s"] = reference * factor
+            pred, proc = predict(write(tmp, f"sweep{factor}.json", doc),
+                                 [*MODEL, "--stages=dp,z3", f"--measured={tmp}/real.json"])
+            line = [x for x in proc.stdout.splitlines() if x.startswith("# host: the reference collective")]
+            assert len(line) == 1 and "0 of them more than 1.5x away" in line[0], proc.stdout
+            for name, b in benchmarks(pred).items():
+                ratio = steps[name]["reference_s"] / (reference * factor)
+                assert b["reference_ratio"] == pytest.approx(ratio), name
+                # Within 1.5x either way is one speed: the fastest step's own at factor 1, none of
+                # them at 3 unless this host itself changed speed between the two stages' steps.
+                same = 1 / 1.5 <= ratio <= 1.5
+                assert b["host_steady"] == (1 if same else 0), name
+                assert (f"{name.split('/')[1][6:]} {ratio:.2f}x" in line[0]) == (not same), line[0]
+            assert factor == 1 or "steps measured at another speed" in line[0], line[0]
 
 
 def explained_issues(stdout, stage):

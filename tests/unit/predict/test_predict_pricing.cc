@@ -319,5 +319,47 @@ TEST(Pricer, OneRankIsReadOffTheSweepWhereItWasTimed) {
   EXPECT_TRUE(missing);
 }
 
+
+// A zb_collectives sweep of 20 sizes whose reference collective took 100 us, but for the first
+// `off` sizes, which took `off_s`.
+std::string sweep_with_references(int off, double off_s) {
+  std::string json = R"({"context": {"world_size": "2"}, "benchmarks": [)";
+  for (int i = 0; i < 20; ++i)
+    json += std::string(i ? "," : "") + R"({"name": "all_reduce/bytes:)" + std::to_string(65536 * (i + 1)) +
+            R"(/dtype:bf16", "real_time": 40, "time_unit": "us", "reference_s": )" +
+            std::to_string(i < off ? off_s : 100e-6) + "}";
+  return json + "]}";
+}
+
+TEST(HostReference, SaysWhetherTheSweepRanAtOneSpeed) {
+  EXPECT_TRUE(same_host_speed(100e-6, 150e-6));  // kHostChangedRatio apart: still one speed
+  EXPECT_TRUE(same_host_speed(150e-6, 100e-6));
+  EXPECT_FALSE(same_host_speed(100e-6, 151e-6));
+  EXPECT_FALSE(same_host_speed(NAN, 100e-6));
+  Sweep sweep;
+  // One size of 20 at 4 times the others' speed: 5% off, an odd stall, the sweep steady.
+  ASSERT_TRUE(load_sweep_text("zb_ref1.json", sweep_with_references(1, 400e-6), &sweep));
+  EXPECT_DOUBLE_EQ(sweep.reference().median_s, 100e-6);
+  EXPECT_EQ(sweep.reference().benchmarks, 20);
+  EXPECT_EQ(sweep.reference().off, 1);
+  EXPECT_TRUE(sweep.reference().steady());
+  // Two of 20: the host changed speed during the sweep. 149 us is within the ratio of 100.
+  ASSERT_TRUE(load_sweep_text("zb_ref2.json", sweep_with_references(2, 400e-6), &sweep));
+  EXPECT_EQ(sweep.reference().off, 2);
+  EXPECT_FALSE(sweep.reference().steady());
+  ASSERT_TRUE(load_sweep_text("zb_ref3.json", sweep_with_references(5, 149e-6), &sweep));
+  EXPECT_EQ(sweep.reference().off, 0);
+  // Eleven of 20 slow: the median is theirs, and the nine fast ones are off.
+  ASSERT_TRUE(load_sweep_text("zb_ref4.json", sweep_with_references(11, 400e-6), &sweep));
+  EXPECT_DOUBLE_EQ(sweep.reference().median_s, 400e-6);
+  EXPECT_EQ(sweep.reference().off, 9);
+  // A sweep that timed none (nccl-tests', an older file's): no speed known, nothing off.
+  ASSERT_TRUE(load_sweep_text("zb_ref5.json", R"({"context": {"world_size": "2"}, "benchmarks": [
+      {"name": "all_reduce/bytes:65536/dtype:bf16", "real_time": 40, "time_unit": "us"}]})", &sweep));
+  EXPECT_TRUE(std::isnan(sweep.reference().median_s));
+  EXPECT_EQ(sweep.reference().benchmarks, 0);
+  EXPECT_TRUE(sweep.reference().steady());
+}
+
 }  // namespace
 }  // namespace zb
