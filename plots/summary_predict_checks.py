@@ -1,7 +1,8 @@
 """summary.md's "check these" list, its predictions: a prediction whose error lies outside its
 tolerance (plots/tolerances.py), with the reason the results files themselves give for it (a
-late rank, CPU ranks sharing cores, a late finish, the sweep's warm buffers, in-place gathers
-priced from one footprint short of their reuse distance, or the sweep's noise).
+host that changed speed between the sweep and the step, a late rank, CPU ranks sharing cores,
+a late finish, the sweep's warm buffers, in-place gathers priced from one footprint short of
+their reuse distance, or the sweep's noise).
 
 Reads what the C++ wrote and compares; it measures nothing.
 """
@@ -112,6 +113,13 @@ def _exposed_allowed(measured):
 def _prediction_why(ctx, p, results, off_s, exposed, table=None):
     sweep, sweep_ctx, sweep_runs = _sweep(results, ctx)
     noise = _sweep_noise(sweep_runs)
+    # Before any reason of the model's: whether the sweep and the step ran on one host speed.
+    if p.value("host_steady") == 0:
+        ratio = p.value("reference_ratio")
+        return ("the host did not run the sweep and the step at one speed (`host_steady` 0: the step's reference "
+                f"collective took {ratio:.2f} times the sweep's, `reference_ratio`, or the sweep's own moved): the "
+                "error compares two hosts, not the model; take the sweep and the step again, back to back "
+                "(docs/predict.md)")
     if p.value("extrapolated") == 1:
         return "some of the step's collectives are larger than the sweep's largest size (extrapolated)"
     if p.value("modelled") == 1:

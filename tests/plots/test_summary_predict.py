@@ -119,6 +119,24 @@ def set_counter(document, stage, **counters):
     return document
 
 
+def test_a_host_that_changed_speed_is_the_reason_given_first(folder):
+    # z1 also waited for a late rank, but its step ran where the reference collective took 3.2
+    # times the sweep's: that comes first, for comm and exposed alike. host_steady 1 (or none,
+    # as older results have) leaves the other reasons.
+    write(folder / "zero.json", zero(z1={"skew_wait_s": 0.0025, "late_rank": 1}))
+    write(folder / "predict.json", set_counter(predicted(z1=(0.0046, 0.004, 0.0074, 0.010)), "z1",
+                                               host_steady=0, reference_ratio=3.2))
+    found = findings(folder)
+    assert len(found) == 2, found
+    assert all("`host_steady` 0: the step's reference collective took 3.20 times the sweep's" in f for f in found)
+    assert all("late rank" not in f for f in found), found
+    write(folder / "predict.json", set_counter(predicted(z1=(0.0046, 0.004, 0.0074, 0.010)), "z1",
+                                               host_steady=1, reference_ratio=1.1))
+    found = findings(folder)
+    assert len(found) == 2 and not any("host_steady" in f for f in found), found
+    assert any("late rank (rank 1 most often)" in f for f in found), found
+
+
 def test_only_the_skew_the_model_did_not_predict_is_the_reason(folder):
     # 2.6 ms short. Of the 2.5 ms measured skew the model predicted 1.5 ms: the 1.0 ms beyond it
     # is less than half the shortfall, so the late rank is not the reason. Predicting 0.2 ms of
