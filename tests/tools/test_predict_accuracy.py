@@ -6,6 +6,8 @@ import stat
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.environ.get("ZB_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "tools", "predict_accuracy.py")
 
@@ -25,7 +27,10 @@ BAD = [(["one-node", "--ranks=2,x"], "--ranks=2,x"),
        (["causes", "--keep=/tmp/x"], "one-node's, not causes's"),
        (["one-node", "--keep=/tmp/x", "--from=/tmp"], "one or the other"),
        (["one-node", "--from=/no/such/dir"], "--from=/no/such/dir: no such folder"),
-       (["one-node", "--from=/tmp", "--sweep-flags=--footprint=8M"], "--from measures nothing")]
+       (["one-node", "--from=/tmp", "--sweep-flags=--footprint=8M"], "--from measures nothing"),
+       (["one-node", "--tries=0"], "--tries=0: 1 or more"),
+       (["one-node", "--from=/tmp", "--tries=2"], "not with --from"),
+       (["causes", "--tries=2"], "not with --from or another table")]
 
 
 def test_bad_input_is_one_line_and_exit_2():
@@ -87,3 +92,53 @@ def test_from_predicts_from_the_kept_files_without_measuring(tmp_path):
                            f"--bin={bin_dir}"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and not proc.stdout and len(proc.stderr.splitlines()) == 1, proc
     assert "no sweep_2_2.json" in proc.stderr, proc.stderr
+
+
+# Stand-ins that measure nothing, for --tries: each sweep counts itself in the folder's
+# `sweeps`, and the predictor finds the host steady after an even count (comm_error 5%, else
+# 50%): with more than one try every repetition's first ran at two host speeds, its second at
+# one; with one, the first repetition ran at two and the second at one.
+MEASURE = """#!/usr/bin/env python3
+import json, os, sys
+if os.environ.get("OMPI_COMM_WORLD_RANK", "0") != "0":
+    sys.exit(0)
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if "=" in a)
+name = os.path.basename(sys.argv[0])
+context = {}
+if name == "zb_collectives":
+    count = os.path.join(os.path.dirname(sys.argv[0]), "sweeps")
+    n = (int(open(count).read()) if os.path.exists(count) else 0) + 1
+    open(count, "w").write(str(n))
+    context = {"sweeps": n}
+rows = [{"name": f"zero/stage:{s}/manual_time", "step_s": 0.010} for s in ("dp", "z1")] if name == "zb_zero" else []
+json.dump({"context": context, "benchmarks": rows}, open(args["json"], "w"))
+"""
+
+TRIED = """#!/usr/bin/env python3
+import json, sys
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if "=" in a)
+steady = json.load(open(args["sweep"]))["context"]["sweeps"] % 2 == 0
+json.dump({"context": {}, "benchmarks": [{"name": f"zero/stage:{s}/manual_time", "comm_error": 0.05 if steady else 0.5,
+    "host_steady": 1 if steady else 0, "exposed_comm_s_measured": 0.004, "exposed_comm_s_predicted": 0.004,
+    "exposed_error": 0.0, "exposed_error_s": 0.0, "skew_wait_s_measured": 0.001, "skew_wait_s_predicted": 0.001,
+    "step_s_predicted": 0.010} for s in ("dp", "z1")]}, open(args["json"], "w"))
+"""
+
+
+@pytest.mark.parametrize("tries,counts,comm,steady", [(1, "1, 1", "+27.5%", 1), (3, "2, 2", "+5.0%", 2)])
+def test_tries_measures_a_repetition_again_until_the_host_held_one_speed(tmp_path, tries, counts, comm, steady):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("zb_collectives", MEASURE), ("zb_zero", MEASURE), ("zb_optimizer", MEASURE),
+                       ("zb_predict", TRIED)):
+        path = bin_dir / name
+        path.write_text(text)
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    proc = subprocess.run([sys.executable, TOOL, "one-node", "--ranks=2", "--reps=2", f"--tries={tries}",
+                           f"--bin={bin_dir}"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"# 2 ranks: measured this many times a repetition (--tries={tries}): {counts}" in proc.stdout, proc.stdout
+    # The table is of the last try of each repetition.
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 2 | dp |")]
+    assert rows[0].startswith(f"| 2 | dp | 2 | {comm} "), rows
+    assert rows[1].startswith(f"| 2 | dp | {steady} | +5.0% "), rows
