@@ -3,6 +3,7 @@
 
 import math
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -136,12 +137,28 @@ def summary(sections, gate, threshold):
     return f"{status}: {parts} (gate={gate}, threshold={threshold * 100:g}%)", failed
 
 
+def host_speed(rows):
+    """The host's speed in each run, by the reference collective its benchmarks timed
+    (`reference_s`, the median over them): a line, or "" where either run timed none. Two runs
+    of one host far apart here compare two hosts (docs/predict.md)."""
+    def median(side):
+        values = [getattr(r, side) for r in rows if r.metric == "reference_s" and not math.isnan(getattr(r, side))]
+        return statistics.median(values) if values else math.nan
+    base, cur = median("baseline"), median("current")
+    if math.isnan(base) or math.isnan(cur) or base <= 0:
+        return ""
+    return (f"host speed: the reference collective (`reference_s`, median over the benchmarks) took "
+            f"{base * 1e3:.3f} ms in the baseline, {cur * 1e3:.3f} ms now ({cur / base:.2f}x)")
+
+
 def render(sections, table, heading):
     out = []
     for title, bctx, cctx, rows in sections:
         if title:
             out.append(heading(title))
         out.append(f"baseline: {_origin(bctx)}; current: {_origin(cctx)}")
+        if host_speed(rows):
+            out.append(host_speed(rows))
         out.append("")
         out.append(table([_cells(r) for r in rows]) if rows else "(no benchmarks)")
         out.append("")

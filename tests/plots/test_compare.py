@@ -111,6 +111,19 @@ def test_prediction_error_is_tracked_by_its_size(tmp_path):
     assert r.returncode == 1 and "REGRESSION" in verdict(r.stdout, "comm_error"), r.stdout
 
 
+def test_the_hosts_speed_in_both_runs_is_stated(tmp_path):
+    # The reference collective took 0.15 ms in the baseline's repetitions and 0.60 now: the
+    # line says so (the medians over the benchmarks) and the step times are still only reported.
+    r = compare(tmp_path, doc(step_rows(STEADY, reference_s=0.00015)),
+                doc(step_rows([t * 1.4 for t in STEADY], reference_s=0.0006)))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ("host speed: the reference collective (`reference_s`, median over the benchmarks) took 0.150 ms in "
+            "the baseline, 0.600 ms now (4.00x)") in r.stdout.splitlines(), r.stdout
+    # A baseline from before the reference collective: no line.
+    r = compare(tmp_path, doc(step_rows(STEADY)), doc(step_rows(STEADY, reference_s=0.0006)))
+    assert r.returncode == 0 and "host speed" not in r.stdout, r.stdout
+
+
 def test_changed_exact_metric_fails(tmp_path):
     r = compare(tmp_path, doc(step_rows(STEADY)),
                 doc(step_rows(STEADY, bytes_per_param_measured=4.25)))
