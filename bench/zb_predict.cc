@@ -39,8 +39,7 @@ struct Row {
 };
 
 // Whether the host ran the sweep at one speed and each measured step at that speed, by their
-// reference collectives (harness/driver/reference_collective.cc); nothing where the sweep
-// timed none.
+// reference collectives (Driver::time_reference); nothing where the sweep timed none.
 void print_host_speed(const zb::HostReference& swept, const std::vector<Row>& rows) {
   if (!std::isfinite(swept.median_s)) return;
   std::string other;  // the steps measured at another speed

@@ -115,7 +115,7 @@ class Driver {
   void set_thread_progress(bool on) { thread_progress_ = on; }
   // For a program whose results are held against another run's (the sweep and the steps the
   // predictor compares), set before run(): around each benchmark's repetition every rank
-  // times the reference collective (reference_collective.cc), and the counter reference_s is
+  // times the reference collective (time_reference, driver.cc), and the counter reference_s is
   // its median, the slowest rank's: how fast this host ran one fixed collective meanwhile.
   void set_reference_collective(bool on) { reference_ = on; }
   // Two steps, so that a bad flag ends the program before MPI starts. parse(): the flags and
