@@ -52,8 +52,8 @@ constexpr double kDefaultHandoffUs = 10;
 // How far apart two times of the reference collective (zb_collectives' and zb_zero's
 // reference_s) may lie before the host is taken to have run at another speed between them. On
 // the 2-core guest of docs/measurements.md, whose two cores the hypervisor moves between
-// sharing a cache and not for seconds at a time, its 1 MiB all-reduce over 2 ranks took 0.11 to
-// 0.19 ms in one state and 0.40 to 0.71 ms in the other.
+// sharing a cache and not for seconds at a time, one sweep's 1 MiB all-reduces over 2 ranks
+// took 0.11 to 0.22 ms in one state and 0.40 to 0.71 ms in the other (medians 0.15 and 0.60).
 constexpr double kHostChangedRatio = 1.5;
 // The share of a sweep's benchmarks whose reference must lie within that ratio of the sweep's
 // median for the sweep to have run at one speed (an odd repetition stalls).
