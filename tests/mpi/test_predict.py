@@ -94,9 +94,8 @@ def test_the_recorder_sees_exactly_the_collectives_of_a_real_step(np):
 
 
 def test_a_step_measured_at_another_host_speed_than_the_sweep_is_named():
-    """zb_zero times the reference collective around each repetition; a sweep whose own took as
-    long prices a step on the same host, one three times as slow does not, and the console
-    names the stages."""
+    """A sweep whose reference collective took as long as a step's prices it on the same host;
+    one three times as slow does not, and the console names the stages."""
     with tempfile.TemporaryDirectory() as tmp:
         real, proc = run_json(2, "zb_zero", [*MODEL, "--stages=dp,z3", "--iters=2", "--warmup=1", "--no-check"])
         steps = benchmarks(real)
