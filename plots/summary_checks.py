@@ -14,7 +14,7 @@ import gbjson
 import tolerances as tol
 from stage_table import by_name, parse
 from summary_format import NO_CAUSE, finite, pct, size_text
-from summary_predict_checks import check_prediction
+from summary_predict_checks import check_host, check_prediction
 
 ITEMS_PER_LINE = 6  # items named on a first-screen line; the rest go to "Every check" below
 # Name segments that say how Google Benchmark timed a run, not what ran.
@@ -219,8 +219,8 @@ def file_findings(results, fname):
            for r in failed.values()]
     for p in picks:
         found = [*check_wrong(ctx, p), *check_books(ctx, p, table), *check_memory(ctx, p),
-                 *check_sockets(ctx, p), *check_links(ctx, p), *check_prediction(ctx, p, results, table),
-                 *check_overhead(ctx, p)]
+                 *check_sockets(ctx, p), *check_links(ctx, p), *check_host(p),
+                 *check_prediction(ctx, p, results, table), *check_overhead(ctx, p)]
         out += [Finding(check, fname, label(p), value, why, order) for order, check, value, why in found]
     return out
 

@@ -176,6 +176,18 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
                        "`zb_predict --measured=... --explain` lines it up against the replay)")
 
 
+def check_host(p):
+    """A step that ran at another host speed than the sweep its prediction was priced from
+    (zb_predict's host_steady 0): the run's timings mix two hosts, whatever its errors."""
+    if p.value("host_steady") == 0:
+        ratio = p.value("reference_ratio")
+        yield (4, "the host ran the sweep and the step at two speeds (`host_steady` 0)",
+               f"reference {ratio:.2f}x" if finite(ratio) else "",
+               "the reference collective (`reference_s`) took that many times the sweep's for the step, or the "
+               "sweep's own moved: this run's timings mix two hosts (a virtual machine whose cores moved), so "
+               "read its times and its predictions' errors as two hosts' (docs/predict.md)")
+
+
 def check_prediction(ctx, p, results, table=None):
     c = p.value("comm_error")
     if finite(c) and abs(c) > tol.PREDICTION_COMM_REL:

@@ -137,6 +137,26 @@ def test_a_host_that_changed_speed_is_the_reason_given_first(folder):
     assert any("late rank (rank 1 most often)" in f for f in found), found
 
 
+def test_a_step_at_another_host_speed_is_listed_even_within_the_bars(folder):
+    # dp and z1 predicted within their bars, but their steps ran where the reference collective
+    # took 3.2 and 2.5 times the sweep's: one line names both; z3 (host_steady 1) is not in it.
+    write(folder / "zero.json", zero())
+    document = predicted(dp=(0.00436, 0.004, 0.0022, 0.003), z1=(0.004, 0.004, 0.0076, 0.010),
+                         z3=(0.004, 0.004, 0.0076, 0.010))
+    for stage, steady, ratio in (("dp", 0, 3.2), ("z1", 0, 2.5), ("z3", 1, 1.0)):
+        set_counter(document, stage, host_steady=steady, reference_ratio=ratio)
+    write(folder / "predict.json", document)
+    r = run_tool("summary.py", folder)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = (folder / "summary.md").read_text(encoding="utf-8")
+    screen = text.splitlines()[:text.splitlines().index("# Details")]
+    host = [line for line in screen if "`host_steady` 0" in line]
+    assert len(host) == 1, screen
+    assert "dp reference 3.20x, z1 reference 2.50x." in host[0] and " z3 " not in host[0], host
+    assert "this run's timings mix two hosts" in host[0], host
+    assert findings(folder) == []  # the errors themselves are within their bars
+
+
 def test_only_the_skew_the_model_did_not_predict_is_the_reason(folder):
     # 2.6 ms short. Of the 2.5 ms measured skew the model predicted 1.5 ms: the 1.0 ms beyond it
     # is less than half the shortfall, so the late rank is not the reason. Predicting 0.2 ms of
