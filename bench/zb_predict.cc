@@ -274,6 +274,14 @@ int main(int argc, char** argv) {
 
   // The share behind required_link_gbps, for whoever reads the results rather than the console.
   driver.context("exposed_limit", zb::fmt(opt.exposed_limit, 6));
+  // Whether the sweep ran at one host speed (host_steady is 0 for every stage where not).
+  const zb::HostReference& ref = sweep.reference();
+  if (std::isfinite(ref.median_s))
+    driver.context("sweep_host_speed", std::string(ref.steady() ? "steady" : "changed") + ": the reference " +
+                                           "collective " + zb::fmt(ref.median_s * 1e3, 3) + " ms, the median over " +
+                                           std::to_string(ref.benchmarks) + " benchmarks, " +
+                                           std::to_string(ref.off) + " of them more than " +
+                                           zb::fmt(zb::kHostChangedRatio, 1) + "x away");
   code = driver.run();
   if (driver.root() && !rows.empty()) {
     std::string handoff = sweep.handoff_defaulted()

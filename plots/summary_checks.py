@@ -219,7 +219,7 @@ def file_findings(results, fname):
            for r in failed.values()]
     for p in picks:
         found = [*check_wrong(ctx, p), *check_books(ctx, p, table), *check_memory(ctx, p),
-                 *check_sockets(ctx, p), *check_links(ctx, p), *check_host(p),
+                 *check_sockets(ctx, p), *check_links(ctx, p), *check_host(ctx, p),
                  *check_prediction(ctx, p, results, table), *check_overhead(ctx, p)]
         out += [Finding(check, fname, label(p), value, why, order) for order, check, value, why in found]
     return out

@@ -115,11 +115,11 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
     noise = _sweep_noise(sweep_runs)
     # Before any reason of the model's: whether the sweep and the step ran on one host speed.
     if p.value("host_steady") == 0:
-        ratio = p.value("reference_ratio")
-        return ("the host did not run the sweep and the step at one speed (`host_steady` 0: the step's reference "
-                f"collective took {ratio:.2f} times the sweep's, `reference_ratio`, or the sweep's own moved): the "
-                "error compares two hosts, not the model; take the sweep and the step again, back to back "
-                "(docs/predict.md)")
+        where = ("the host changed speed during the sweep (`sweep_host_speed`)" if _sweep_changed(ctx) else
+                 f"the step's reference collective took {p.value('reference_ratio'):.2f} times the sweep's "
+                 "(`reference_ratio`)")
+        return (f"the sweep and the step did not run at one host speed: {where}; the error compares two hosts, not "
+                "the model; take the sweep and the step again, back to back (docs/predict.md)")
     if p.value("extrapolated") == 1:
         return "some of the step's collectives are larger than the sweep's largest size (extrapolated)"
     if p.value("modelled") == 1:
@@ -176,16 +176,28 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
                        "`zb_predict --measured=... --explain` lines it up against the replay)")
 
 
-def check_host(p):
-    """A step that ran at another host speed than the sweep its prediction was priced from
-    (zb_predict's host_steady 0): the run's timings mix two hosts, whatever its errors."""
-    if p.value("host_steady") == 0:
-        ratio = p.value("reference_ratio")
-        yield (4, "the host ran the sweep and the step at two speeds (`host_steady` 0)",
-               f"reference {ratio:.2f}x" if finite(ratio) else "",
-               "the reference collective (`reference_s`) took that many times the sweep's for the step, or the "
-               "sweep's own moved: this run's timings mix two hosts (a virtual machine whose cores moved), so "
-               "read its times and its predictions' errors as two hosts' (docs/predict.md)")
+def _sweep_changed(ctx):
+    """zb_predict's word on the sweep's own host speed where it changed during the sweep, else ""."""
+    speed = (ctx or {}).get("sweep_host_speed", "")
+    return speed if speed.startswith("changed") else ""
+
+
+def check_host(ctx, p):
+    """A prediction whose sweep and step did not run at one host speed (zb_predict's
+    host_steady 0): the run's timings mix two hosts, whatever its errors. Either the sweep's own
+    speed changed (one line for the file) or the step ran at another (its reference_ratio)."""
+    if p.value("host_steady") != 0:
+        return
+    mix = ("this run's timings mix two hosts (a virtual machine whose cores moved): read them as two hosts' "
+           "(docs/predict.md)")
+    if _sweep_changed(ctx):
+        yield (4, "the host changed speed during the sweep the predictions were priced from (`host_steady` 0)", "",
+               f"zb_predict says `sweep_host_speed` {_sweep_changed(ctx)}; {mix}")
+        return
+    ratio = p.value("reference_ratio")
+    yield (4, "the host ran the sweep and the step at two speeds (`host_steady` 0)",
+           f"reference {ratio:.2f}x" if finite(ratio) else "",
+           f"the step's reference collective (`reference_s`) took that many times the sweep's; {mix}")
 
 
 def check_prediction(ctx, p, results, table=None):

@@ -128,7 +128,8 @@ def test_a_host_that_changed_speed_is_the_reason_given_first(folder):
                                                host_steady=0, reference_ratio=3.2))
     found = findings(folder)
     assert len(found) == 2, found
-    assert all("`host_steady` 0: the step's reference collective took 3.20 times the sweep's" in f for f in found)
+    assert all("did not run at one host speed: the step's reference collective took 3.20 times the sweep's" in f
+               for f in found), found
     assert all("late rank" not in f for f in found), found
     write(folder / "predict.json", set_counter(predicted(z1=(0.0046, 0.004, 0.0074, 0.010)), "z1",
                                                host_steady=1, reference_ratio=1.1))
@@ -155,6 +156,17 @@ def test_a_step_at_another_host_speed_is_listed_even_within_the_bars(folder):
     assert "dp reference 3.20x, z1 reference 2.50x." in host[0] and " z3 " not in host[0], host
     assert "this run's timings mix two hosts" in host[0], host
     assert findings(folder) == []  # the errors themselves are within their bars
+    # Where the sweep's own speed changed (zb_predict's context says so), one line for the file
+    # says that instead, whatever each step's ratio.
+    write(folder / "predict.json", dict(document, context=dict(
+        document["context"], sweep_host_speed="changed: the reference collective 0.487 ms, the median over 98 "
+                                              "benchmarks, 41 of them more than 1.5x away")))
+    r = run_tool("summary.py", folder)
+    text = (folder / "summary.md").read_text(encoding="utf-8")
+    screen = text.splitlines()[:text.splitlines().index("# Details")]
+    host = [line for line in screen if "`host_steady` 0" in line]
+    assert len(host) == 1 and "the host changed speed during the sweep" in host[0], host
+    assert "41 of them more than 1.5x away" in host[0] and "reference 3.20x" not in host[0], host
 
 
 def test_only_the_skew_the_model_did_not_predict_is_the_reason(folder):
