@@ -157,8 +157,7 @@ def render(sections, table, heading):
         if title:
             out.append(heading(title))
         out.append(f"baseline: {_origin(bctx)}; current: {_origin(cctx)}")
-        if host_speed(rows):
-            out.append(host_speed(rows))
+        out += [line for line in [host_speed(rows)] if line]
         out.append("")
         out.append(table([_cells(r) for r in rows]) if rows else "(no benchmarks)")
         out.append("")

@@ -70,23 +70,14 @@ def one_node(a, tmp):
                      s["exposed_error"], s["exposed_error_s"], s["skew_wait_s_measured"], s["skew_wait_s_predicted"],
                      s["step_s_predicted"] / measured[stage]["step_s"] - 1, s["exposed_comm_s_predicted"]),
                     s.get("host_steady") == 1))
-    header = ("| ranks | stage | reps | comm_error [lowest, highest] | exposed measured (ms) [lowest, highest] "
-              "| exposed predicted (ms) [lowest, highest] | exposed_error: compute alone | kernels "
-              "| kernels and skew | exposed_error_s (ms) | skew measured / predicted (ms) | step_error | within |")
-    print(header)
-    print("|---" * (header.count("|") - 1) + "|")
-    for (ranks, stage), reps in sorted(errs.items(), key=lambda kv: (kv[0][0], STAGES.index(kv[0][1]))):
-        error_row(ranks, stage, [e for e, _ in reps])
+    error_table(errs, steady_only=False)
     # A host whose speed changes between the sweep and the step (a virtual machine's cores moved
     # under it) makes an error of two hosts, not of the model: zb_predict's host_steady says.
     print()
     print("Over the repetitions whose sweep ran at one host speed and whose step ran at the same "
           "(zb_predict's host_steady):")
     print()
-    print(header)
-    print("|---" * (header.count("|") - 1) + "|")
-    for (ranks, stage), reps in sorted(errs.items(), key=lambda kv: (kv[0][0], STAGES.index(kv[0][1]))):
-        error_row(ranks, stage, [e for e, steady in reps if steady])
+    error_table(errs, steady_only=True)
     # Whether Open MPI yielded while a collective waited moves the measured side (docs/zero.md).
     print()
     for ranks in a.ranks:
@@ -94,6 +85,18 @@ def one_node(a, tmp):
         if not a.from_dir:
             print(f"# {ranks} ranks: measured this many times a repetition (--tries={a.tries}): "
                   f"{', '.join(map(str, tries[ranks]))}")
+
+
+def error_table(errs, steady_only):
+    """The one-node table: a row per rank count and stage, over every repetition or only over
+    those whose sweep and step ran at one host speed."""
+    header = ("| ranks | stage | reps | comm_error [lowest, highest] | exposed measured (ms) [lowest, highest] "
+              "| exposed predicted (ms) [lowest, highest] | exposed_error: compute alone | kernels "
+              "| kernels and skew | exposed_error_s (ms) | skew measured / predicted (ms) | step_error | within |")
+    print(header)
+    print("|---" * (header.count("|") - 1) + "|")
+    for (ranks, stage), reps in sorted(errs.items(), key=lambda kv: (kv[0][0], STAGES.index(kv[0][1]))):
+        error_row(ranks, stage, [e for e, steady in reps if steady or not steady_only])
 
 
 def error_row(ranks, stage, errs):
