@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
              zb::Choices<Placement>{{"out", Placement::out}, {"in", Placement::in}});
   f.add_bool("node-groups", &opt.node_groups, "where the ranks span several nodes, also sweep the node and cross "
              "groups (what zb_predict prices hsdp, hpz and the quantized passes from); nothing more on one node");
+  driver.use_reference_collective();  // zb_predict holds the steps' against it
   int code = driver.parse(argc, argv);
   if (code >= 0) return code;
   if (opt.min_bytes > opt.max_bytes)
@@ -121,7 +122,6 @@ int main(int argc, char** argv) {
       return driver.bad_flag(zb::Status::error("--gather-footprint=" + std::to_string(b) + ": each is a footprint "
                                                "above 0 that --footprint does not already time"));
   driver.set_thread_progress(opt.progress == zb::Progress::thread);
-  driver.set_reference_collective(true);  // zb_predict holds the steps' against it
   code = driver.start();
   if (code >= 0) return code;
 

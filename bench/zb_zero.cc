@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   f.add_choice("trace-round", &opt.trace_comm, "which step --trace draws: step (compute and communication) or "
                "comm (communication alone, the round comm_s times)",
                zb::Choices<bool>{{"step", false}, {"comm", true}});
+  driver.use_reference_collective();  // zb_predict holds it against the sweep's
   int code = driver.parse(argc, argv);
   if (code >= 0) return code;
 
@@ -94,7 +95,6 @@ int main(int argc, char** argv) {
   if (s && opt.trace_comm && opt.trace.empty()) s = zb::Status::error("--trace-round=comm: give --trace=PATH");
   if (!s) return driver.bad_flag(s);
   driver.set_thread_progress(true);  // the step's collectives run on the communication thread
-  driver.set_reference_collective(true);  // zb_predict holds it against the sweep's
   code = driver.start();
   if (code >= 0) return code;
   const zb::ModelSpec& model = ms.model;

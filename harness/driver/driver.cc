@@ -17,6 +17,8 @@
 #include "harness/core/files.h"
 #include "harness/core/stats.h"
 #include "harness/driver/reporters.h"
+#include "harness/driver/table.h"
+#include "harness/predict/sweep.h"
 #include "harness/stage/stage_json.h"
 #include "harness/stage/stage.h"
 #include <zb_revision.h>  // generated at build time (cmake/revision.cmake): ZB_GIT_REVISION
@@ -240,41 +242,34 @@ void Driver::add(const std::string& name, std::function<Status(Run&)> body) {
   benchmark::RegisterBenchmark(name.c_str(),
                                [this, body](benchmark::State& state) {
                                  Run run(*this, state);
-                                 std::vector<double> reference;
-                                 Status s = reference_ ? time_reference(kReferenceCalls, &reference) : Status::ok();
-                                 if (s) s = body(run);
-                                 if (s && reference_) s = time_reference(kReferenceCalls, &reference);
+                                 double reference_s = NAN;
+                                 int tries = 1;
+                                 auto once = [&] { return body(run); };
+                                 Status s = reference_ ? run_at_host_speed(once, &reference_s, &tries) : once();
                                  if (!s) abort_job(s);
-                                 if (reference_) run.counter("reference_s", max_over_ranks(median(reference)));
+                                 run.finish();
+                                 if (reference_) run.counter("reference_s", reference_s);
+                                 if (host_tries_ > 1) run.counter("host_tries", tries);
                                })
       ->Iterations(iters_)
       ->UseManualTime()
       ->Unit(benchmark::kMicrosecond);
 }
 
-// The reference collective: one fixed library call timed around every repetition of a program
-// that asks for it, so that results taken minutes apart (a sweep, then the steps priced from
-// it) can say whether the host ran at one speed for both. A virtual machine's cores can move
-// under it: on a 2-core guest here a 1 MiB all-reduce between two ranks took 0.15 ms or 0.6 ms
-// for seconds at a time (docs/measurements.md).
-Status Driver::time_reference(int calls, std::vector<double>* times) {
-  const size_t count = kReferenceBytes / dtype_size(DType::f32);
-  if (!reference_buffer_.data()) {
-    ZB_RETURN_IF_ERROR(Buffer::allocate(comm_->mem_kind(), kReferenceBytes, &reference_buffer_));
-    ZB_RETURN_IF_ERROR(zero_bytes(reference_buffer_.data(), reference_buffer_.kind(), kReferenceBytes));
-  }
-  // The library call has no timeout of its own: every rank is known to have come this far
-  // first, through the control plane's bounded barrier.
-  ZB_RETURN_IF_ERROR(comm_->synchronize());
-  ZB_RETURN_IF_ERROR(control_->barrier(Wait::barrier, "the reference collective"));
-  void* data = reference_buffer_.data();
-  for (int i = -1; i < calls; ++i) {
-    const double t0 = now_seconds();
-    ZB_RETURN_IF_ERROR(comm_->bare(Coll::all_reduce, data, data, count, DType::f32));
-    ZB_RETURN_IF_ERROR(comm_->bare_synchronize());
-    if (i >= 0) times->push_back(now_seconds() - t0);
-  }
-  return Status::ok();
+void Driver::use_reference_collective() {
+  reference_ = true;
+  flags_.add_int("host-tries", &host_tries_,
+                 "run each repetition up to this many times in all, until the reference collective "
+                 "(reference_s) before and after it agree within " + fmt(kHostChangedRatio, 1) +
+                     "x and with the fastest the run has timed, for a virtual machine whose cores move under "
+                     "it: the run first times the reference for " + fmt(kHostCalibrationSeconds, 0) +
+                     " s to find that speed, and each try waits up to " + fmt(kHostWaitSeconds, 0) +
+                     " s for it, then keeps to the speed the host ran at meanwhile (counter host_tries); 1: "
+                     "once, no waiting",
+                 1, 100);
+  flags_.add_int("fault-slow-reference", &fault_slow_reference_,
+                 "test only: the reference collective timed after each of the first N tries of a "
+                 "repetition reads ten times as long", 0, 1 << 30);
 }
 
 Status Driver::max_over_ranks(std::vector<double>* values) {

@@ -51,6 +51,14 @@ class Driver;
 // repetition and as many after it.
 constexpr size_t kReferenceBytes = size_t(1) << 20;
 constexpr int kReferenceCalls = 3;
+// With --host-tries above 1, before the run's first repetition: how long the reference is
+// timed to find the fastest the host runs (the longest slow spell timed on the 2-core guest of
+// docs/measurements.md lasted 14 s); how long a try then waits for the host to come back to
+// that speed before it runs anyway, at the speed the host has kept to meanwhile; and the pause
+// between two sets of the reference meanwhile.
+constexpr double kHostCalibrationSeconds = 15;
+constexpr double kHostWaitSeconds = 60;
+constexpr double kHostPollSeconds = 0.05;
 
 // Handed to a benchmark body: the timing loops, which live only here, and the counters.
 // Every loop runs the driver's warm-up iterations untimed, then its fixed timed iterations;
@@ -81,8 +89,10 @@ class Run {
     std::function<Status()> before, body, after;
   };
   Status interleaved(const std::vector<Variant>& variants, std::vector<Timing>* out);
-  // Google Benchmark's time for this benchmark: `t`'s per-iteration times, or its mean.
+  // Google Benchmark's time for this benchmark: `t`'s per-iteration times, or its mean,
+  // handed over by finish() once the repetition is final (a later try's report replaces it).
   void report(const Timing& t);
+  void finish();
   void counter(const std::string& name, double value);
   benchmark::State& state() { return state_; }
   Driver& driver() { return driver_; }
@@ -94,6 +104,8 @@ class Run {
   Driver& driver_;
   benchmark::State& state_;
   Samples* recording_ = nullptr;
+  Timing reported_;
+  bool has_report_ = false;
 };
 
 class Driver {
@@ -114,10 +126,12 @@ class Driver {
   // on the calling thread alone keep the library's polling, which a small one's latency needs.
   void set_thread_progress(bool on) { thread_progress_ = on; }
   // For a program whose results are held against another run's (the sweep and the steps the
-  // predictor compares), set before run(): around each benchmark's repetition every rank
-  // times the reference collective (time_reference, driver.cc), and the counter reference_s is
+  // predictor compares), called before parse(): around each benchmark's repetition every rank
+  // times the reference collective (time_reference, timing.cc), and the counter reference_s is
   // its median, the slowest rank's: how fast this host ran one fixed collective meanwhile.
-  void set_reference_collective(bool on) { reference_ = on; }
+  // Adds --host-tries, which runs a repetition again while that reference says the host
+  // changed speed under it (counter host_tries).
+  void use_reference_collective();
   // Two steps, so that a bad flag ends the program before MPI starts. parse(): the flags and
   // the launcher's variables, checked; -1 to go on, or an exit code to end with now: 0 after
   // --help, --show-backend or --show-launch, 2 after a bad flag or variable. The program then
@@ -183,11 +197,25 @@ class Driver {
   int connect();
   // The reference collective, `calls` times after an untimed one; each time appended to `times`.
   Status time_reference(int calls, std::vector<double>* times);
+  // One repetition of a benchmark with the reference collective around it. With --host-tries
+  // above 1, first (once a run) the reference timed for kHostCalibrationSeconds to find the
+  // host's fastest speed (fastest_host_speed over every set timed); then before each try a
+  // wait, up to kHostWaitSeconds, until the reference runs at it (where it does not, the
+  // speeds of that wait become the ones kept to); and the repetition run again, up to
+  // --host-tries times in all, while its reference before and after says the host moved
+  // (repetition_at_fastest_speed). `reference_s`: the last try's, the slowest rank's median of
+  // its reference times.
+  Status run_at_host_speed(const std::function<Status()>& repetition, double* reference_s, int* tries);
+  // One set of the reference into `times` (cleared first): `slowest_s` the slowest rank's
+  // median of it, and `late` whether any rank's clock has passed `deadline`.
+  Status reference_set(std::vector<double>* times, double deadline, double* slowest_s, bool* late);
 
   Flags flags_;
   std::string backend_flag_ = "auto", json_path_, fault_skip_, fault_slow_, fault_stall_;
   double timeout_s_ = 300;
   int64_t iters_ = 20, warmup_ = 5, fault_corrupt_ = -1, ranks_per_node_ = 0;
+  int64_t host_tries_ = 1, fault_slow_reference_ = 0;
+  std::vector<double> reference_sets_;  // each set's slowest median the run has timed, with --host-tries
   bool model_nodes_only_ = false, show_backend_ = false, show_launch_ = false;
   Launch launch_;
   std::string launch_error_;  // why the launcher's variables could not be read

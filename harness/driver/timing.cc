@@ -1,12 +1,16 @@
 // The timing loops: warm-up, timed iterations, and one reduction over ranks after the loop of
-// every time and side sample they measured.
+// every time and side sample they measured; and around each repetition, the reference
+// collective that says whether the host kept its speed.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "harness/comm/traffic.h"
 #include "harness/core/clock.h"
 #include "harness/core/stats.h"
 #include "harness/driver/driver.h"
+#include "harness/predict/sweep.h"
 
 namespace zb {
 
@@ -153,13 +157,104 @@ Status Run::interleaved(const std::vector<Variant>& variants, std::vector<Timing
 }
 
 void Run::report(const Timing& t) {
+  reported_ = t;
+  has_report_ = true;
+}
+
+void Run::finish() {
+  if (!has_report_) return;
   size_t i = 0;
   for (auto _ : state_) {
-    state_.SetIterationTime(i < t.times.size() ? t.times[i] : t.mean_s);
+    state_.SetIterationTime(i < reported_.times.size() ? reported_.times[i] : reported_.mean_s);
     ++i;
   }
+  has_report_ = false;
 }
 
 void Run::counter(const std::string& name, double value) { state_.counters[name] = value; }
+
+// The reference collective: one fixed library call timed around every repetition of a program
+// that asks for it, so that results taken minutes apart (a sweep, then the steps priced from
+// it) can say whether the host ran at one speed for both. A virtual machine's cores can move
+// under it: on a 2-core guest here a 1 MiB all-reduce between two ranks took 0.15 ms or 0.6 ms
+// for seconds at a time (docs/measurements.md).
+Status Driver::time_reference(int calls, std::vector<double>* times) {
+  const size_t count = kReferenceBytes / dtype_size(DType::f32);
+  if (!reference_buffer_.data()) {
+    ZB_RETURN_IF_ERROR(Buffer::allocate(comm_->mem_kind(), kReferenceBytes, &reference_buffer_));
+    ZB_RETURN_IF_ERROR(zero_bytes(reference_buffer_.data(), reference_buffer_.kind(), kReferenceBytes));
+  }
+  // The library call has no timeout of its own: every rank is known to have come this far
+  // first, through the control plane's bounded barrier.
+  ZB_RETURN_IF_ERROR(comm_->synchronize());
+  ZB_RETURN_IF_ERROR(control_->barrier(Wait::barrier, "the reference collective"));
+  void* data = reference_buffer_.data();
+  for (int i = -1; i < calls; ++i) {
+    const double t0 = now_seconds();
+    ZB_RETURN_IF_ERROR(comm_->bare(Coll::all_reduce, data, data, count, DType::f32));
+    ZB_RETURN_IF_ERROR(comm_->bare_synchronize());
+    if (i >= 0) times->push_back(now_seconds() - t0);
+  }
+  return Status::ok();
+}
+
+// Every rank stops polling together: whether it is late is reduced like the time.
+Status Driver::reference_set(std::vector<double>* times, double deadline, double* slowest_s, bool* late) {
+  times->clear();
+  ZB_RETURN_IF_ERROR(time_reference(kReferenceCalls, times));
+  std::vector<double> v{median(*times), now_seconds() >= deadline ? 1.0 : 0.0};
+  ZB_RETURN_IF_ERROR(max_over_ranks(&v));
+  *slowest_s = v[0];
+  *late = v[1] > 0;
+  return Status::ok();
+}
+
+// Every rank takes the same decisions, on values reduced over the control plane. A try that
+// ran at another speed is run again whole, its report and counters replaced. With one try
+// allowed nothing waits: the reference is timed before and after, as for the counter alone.
+Status Driver::run_at_host_speed(const std::function<Status()>& repetition, double* reference_s, int* tries) {
+  const bool retry = host_tries_ > 1;
+  std::vector<double> before, after;
+  double b = 0, a = 0;
+  bool late = false;
+  if (retry && reference_sets_.empty()) {
+    const double until = now_seconds() + kHostCalibrationSeconds;
+    for (late = false; !late; std::this_thread::sleep_for(std::chrono::duration<double>(kHostPollSeconds))) {
+      ZB_RETURN_IF_ERROR(reference_set(&before, until, &b, &late));
+      reference_sets_.push_back(b);
+    }
+  }
+  for (*tries = 1;; ++*tries) {
+    const double until = now_seconds() + kHostWaitSeconds;
+    ZB_RETURN_IF_ERROR(reference_set(&before, until, &b, &late));
+    std::vector<double> waited;
+    while (retry && !same_host_speed(b, fastest_host_speed(reference_sets_))) {
+      waited.push_back(b);
+      if (late) {  // the host has not come back: the speeds it ran at meanwhile are the ones kept to
+        reference_sets_ = waited;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::duration<double>(kHostPollSeconds));
+      ZB_RETURN_IF_ERROR(reference_set(&before, until, &b, &late));
+    }
+    ZB_RETURN_IF_ERROR(repetition());
+    ZB_RETURN_IF_ERROR(reference_set(&after, INFINITY, &a, &late));
+    if (fault_slow_reference_ > 0) {  // test only: as if the host slowed during this try
+      --fault_slow_reference_;
+      a *= 10;
+      for (double& x : after) x *= 10;
+    }
+    std::vector<double> all = before;
+    all.insert(all.end(), after.begin(), after.end());
+    std::vector<double> m{median(all)};
+    ZB_RETURN_IF_ERROR(max_over_ranks(&m));
+    *reference_s = m[0];
+    if (!retry) return Status::ok();
+    reference_sets_.push_back(b);
+    reference_sets_.push_back(a);
+    if (*tries >= host_tries_ || repetition_at_fastest_speed(b, a, fastest_host_speed(reference_sets_)))
+      return Status::ok();
+  }
+}
 
 }  // namespace zb

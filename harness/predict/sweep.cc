@@ -146,6 +146,19 @@ bool same_host_speed(double a_s, double b_s) {
   return a_s > 0 && b_s > 0 && std::max(a_s, b_s) <= kHostChangedRatio * std::min(a_s, b_s);
 }
 
+double fastest_host_speed(const std::vector<double>& times) {
+  if (times.empty()) return NAN;
+  const double fastest = *std::min_element(times.begin(), times.end());
+  std::vector<double> near;
+  for (double t : times)
+    if (same_host_speed(t, fastest)) near.push_back(t);
+  return median(near);
+}
+
+bool repetition_at_fastest_speed(double before_s, double after_s, double fastest_s) {
+  return same_host_speed(before_s, after_s) && same_host_speed(std::max(before_s, after_s), fastest_s);
+}
+
 Status Sweep::from_series(std::vector<SweepSeries> series, int ranks, int nodes, double handoff_s, Sweep* out) {
   Sweep s;
   s.ranks_ = ranks, s.nodes_ = std::max(1, nodes), s.default_handoff_s_ = handoff_s;

@@ -61,6 +61,14 @@ constexpr double kHostSteadyShare = 0.95;
 
 // Whether two times of the reference collective lie within kHostChangedRatio of each other.
 bool same_host_speed(double a_s, double b_s);
+// The fastest speed a host ran the reference collective at, from the times it took (each a
+// set's median): the median of those within kHostChangedRatio of the fastest, so that one
+// lucky set does not set a speed the host seldom runs at. NaN where there are none.
+double fastest_host_speed(const std::vector<double>& times);
+// Whether a repetition ran at one host speed, the fastest its run has timed: its reference
+// collective before and after it at one speed, and the slower of the two at one speed with
+// `fastest_s` (zb_collectives' and zb_zero's --host-tries run it again where not).
+bool repetition_at_fastest_speed(double before_s, double after_s, double fastest_s);
 
 // The reference collective over a sweep's benchmarks, each at its median repetition.
 struct HostReference {

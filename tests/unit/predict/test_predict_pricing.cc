@@ -3,6 +3,7 @@
 // did not (more ranks, another node shape, a node's shared links), and one rank.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -336,6 +337,15 @@ TEST(HostReference, SaysWhetherTheSweepRanAtOneSpeed) {
   EXPECT_TRUE(same_host_speed(150e-6, 100e-6));
   EXPECT_FALSE(same_host_speed(100e-6, 151e-6));
   EXPECT_FALSE(same_host_speed(NAN, 100e-6));
+  // A repetition: its reference before and after at one speed, and that speed the fastest's.
+  EXPECT_TRUE(repetition_at_fastest_speed(100e-6, 150e-6, 100e-6));
+  EXPECT_FALSE(repetition_at_fastest_speed(100e-6, 400e-6, 100e-6));  // the host slowed during it
+  EXPECT_FALSE(repetition_at_fastest_speed(400e-6, 410e-6, 100e-6));  // steady, but slow
+  EXPECT_TRUE(repetition_at_fastest_speed(400e-6, 410e-6, 400e-6));   // slow is all the run has seen
+  // The fastest speed: the median of the sets within 1.5x of the fastest set, not that set.
+  EXPECT_DOUBLE_EQ(fastest_host_speed({600e-6, 100e-6, 130e-6, 150e-6, 160e-6, 620e-6}), 130e-6);
+  EXPECT_DOUBLE_EQ(fastest_host_speed({600e-6}), 600e-6);
+  EXPECT_TRUE(std::isnan(fastest_host_speed({})));
   Sweep sweep;
   // One size of 20 at 4 times the others' speed: 5% off, an odd stall, the sweep steady.
   ASSERT_TRUE(load_sweep_text("zb_ref1.json", sweep_with_references(1, 400e-6), &sweep));
