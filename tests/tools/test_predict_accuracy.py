@@ -30,7 +30,10 @@ BAD = [(["one-node", "--ranks=2,x"], "--ranks=2,x"),
        (["one-node", "--from=/tmp", "--sweep-flags=--footprint=8M"], "--from measures nothing"),
        (["one-node", "--tries=0"], "--tries=0: 1 or more"),
        (["one-node", "--from=/tmp", "--tries=2"], "not with --from"),
-       (["causes", "--tries=2"], "not with --from or another table")]
+       (["causes", "--tries=2"], "not with --from or another table"),
+       (["one-node", "--host-tries=0"], "--host-tries=0: 1 or more"),
+       (["one-node", "--from=/tmp", "--host-tries=2"], "not with --from"),
+       (["links", "--host-tries=2"], "not with --from or another table")]
 
 
 def test_bad_input_is_one_line_and_exit_2():
@@ -104,6 +107,8 @@ if os.environ.get("OMPI_COMM_WORLD_RANK", "0") != "0":
     sys.exit(0)
 args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if "=" in a)
 name = os.path.basename(sys.argv[0])
+with open(os.path.join(os.path.dirname(sys.argv[0]), "calls"), "a") as log:
+    log.write(" ".join([name, *sys.argv[1:]]) + "\\n")
 context = {}
 if name == "zb_collectives":
     count = os.path.join(os.path.dirname(sys.argv[0]), "sweeps")
@@ -125,8 +130,8 @@ json.dump({"context": {}, "benchmarks": [{"name": f"zero/stage:{s}/manual_time",
 """
 
 
-@pytest.mark.parametrize("tries,counts,comm,steady", [(1, "1, 1", "+27.5%", 1), (3, "2, 2", "+5.0%", 2)])
-def test_tries_measures_a_repetition_again_until_the_host_held_one_speed(tmp_path, tries, counts, comm, steady):
+def stand_ins(tmp_path):
+    """A folder of the stand-ins above, in place of zerobench's binaries."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name, text in (("zb_collectives", MEASURE), ("zb_zero", MEASURE), ("zb_optimizer", MEASURE),
@@ -134,6 +139,12 @@ def test_tries_measures_a_repetition_again_until_the_host_held_one_speed(tmp_pat
         path = bin_dir / name
         path.write_text(text)
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return bin_dir
+
+
+@pytest.mark.parametrize("tries,counts,comm,steady", [(1, "1, 1", "+27.5%", 1), (3, "2, 2", "+5.0%", 2)])
+def test_tries_measures_a_repetition_again_until_the_host_held_one_speed(tmp_path, tries, counts, comm, steady):
+    bin_dir = stand_ins(tmp_path)
     proc = subprocess.run([sys.executable, TOOL, "one-node", "--ranks=2", "--reps=2", f"--tries={tries}",
                            f"--bin={bin_dir}"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -142,3 +153,19 @@ def test_tries_measures_a_repetition_again_until_the_host_held_one_speed(tmp_pat
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| 2 | dp |")]
     assert rows[0].startswith(f"| 2 | dp | 2 | {comm} "), rows
     assert rows[1].startswith(f"| 2 | dp | {steady} | +5.0% "), rows
+
+
+@pytest.mark.parametrize("host_tries,flag", [(1, None), (4, "--host-tries=4")])
+def test_host_tries_reaches_the_sweep_and_the_steps(tmp_path, host_tries, flag):
+    """--host-tries is the sweep's and the steps' own flag, handed on as given; at 1 (every
+    repetition once) the commands are the default run's, without it."""
+    bin_dir = stand_ins(tmp_path)
+    proc = subprocess.run([sys.executable, TOOL, "one-node", "--ranks=2", "--reps=1", f"--host-tries={host_tries}",
+                           f"--bin={bin_dir}"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    calls = (bin_dir / "calls").read_text().splitlines()
+    for name in ("zb_collectives", "zb_zero", "zb_optimizer"):
+        args = [c.split()[1:] for c in calls if c.split()[0] == name]
+        assert len(args) == 1, calls
+        wanted = flag is not None and name != "zb_optimizer"
+        assert [a for a in args[0] if a.startswith("--host-tries")] == ([flag] if wanted else []), (name, args)
