@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
   f.add_int("buckets", &opt.buckets, "equal buckets the step reduces and gathers one collective each",
             1, 1 << 20);
   f.add_bool("check", &opt.check, "compare the step's final state with a single-process reference");
+  driver.use_reference_collective();  // zb_predict prices the steps' kernels with these rates
   int code = driver.parse(argc, argv);
   if (code >= 0) return code;
   // The default sizes are the device's: its memory, not the host's.

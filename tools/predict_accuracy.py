@@ -50,7 +50,7 @@ def one_node(a, tmp):
                     host = [f"--host-tries={a.host_tries}"] if a.host_tries > 1 else []
                     run(a, ranks, "zb_collectives", [*SWEEP, *a.sweep_flags, *host, f"--json={sweep}"])
                     run(a, ranks, "zb_zero", [*ZERO, *host, "--no-check", f"--json={zero}"])
-                    run(a, ranks, "zb_optimizer", [*KERNEL_RATES, f"--json={rates}"])
+                    run(a, ranks, "zb_optimizer", [*KERNEL_RATES, *host, f"--json={rates}"])
                 without_rank_spread(rates, alike)
                 got = []
                 for i, kernels in enumerate(([], [f"--kernels={alike}"], [f"--kernels={rates}"])):
@@ -232,9 +232,9 @@ def main(argv=None):
     p.add_argument("--tries", type=int, default=1, help="one-node: measure a repetition again, up to this many "
                    "times in all, until its sweep and every stage's step ran at one host speed (zb_predict's "
                    "host_steady); the last try is kept either way (default 1)")
-    p.add_argument("--host-tries", type=int, default=1, help="one-node: the sweep's and the steps' --host-tries: "
-                   "each benchmark repetition run again, up to this many times in all, where the host changed "
-                   "speed under it (default 1: once)")
+    p.add_argument("--host-tries", type=int, default=1, help="one-node: the sweep's, the steps' and the kernels' "
+                   "--host-tries: each benchmark repetition run again, up to this many times in all, where the host "
+                   "changed speed under it (default 1: once)")
     p.add_argument("--sweep-flags", default="", help="one-node: more zb_collectives flags for the sweep, "
                    "space-separated, to try a sweep other than the default run's (default none)")
     p.add_argument("--rates", default="0.5,1,2,4", help="links: link rates measured and predicted, Gbit/s "
@@ -281,7 +281,7 @@ def main(argv=None):
     if a.host_tries < 1:
         die(f"--host-tries={a.host_tries}: 1 or more")
     if a.host_tries > 1 and (a.table != "one-node" or a.from_dir):
-        die("--host-tries is the one-node sweep's and steps'; not with --from or another table")
+        die("--host-tries is the one-node sweep's, steps' and kernels'; not with --from or another table")
     if (a.keep or a.from_dir) and a.table != "one-node":
         die(f"--keep and --from are one-node's, not {a.table}'s")
     if a.keep and a.from_dir:
