@@ -67,7 +67,7 @@ bool same_host_speed(double a_s, double b_s);
 double fastest_host_speed(const std::vector<double>& times);
 // Whether a repetition ran at one host speed, the fastest its run has timed: its reference
 // collective before and after it at one speed, and the slower of the two at one speed with
-// `fastest_s` (zb_collectives' and zb_zero's --host-tries run it again where not).
+// `fastest_s` (--host-tries runs it again where not: Driver::run_at_host_speed).
 bool repetition_at_fastest_speed(double before_s, double after_s, double fastest_s);
 
 // The reference collective over a sweep's benchmarks, each at its median repetition.

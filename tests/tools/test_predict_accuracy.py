@@ -156,7 +156,7 @@ def test_tries_measures_a_repetition_again_until_the_host_held_one_speed(tmp_pat
 
 
 @pytest.mark.parametrize("host_tries,flag", [(1, None), (4, "--host-tries=4")])
-def test_host_tries_reaches_the_sweep_and_the_steps(tmp_path, host_tries, flag):
+def test_host_tries_reaches_the_sweep_the_steps_and_the_kernels(tmp_path, host_tries, flag):
     """--host-tries is the sweep's, the steps' and the kernels' own flag, handed on as given;
     at 1 (every repetition once) the commands are the default run's, without it."""
     bin_dir = stand_ins(tmp_path)
