@@ -13,9 +13,7 @@
 #include <mpi.h>
 
 #include "harness/comm/mpi_ops.h"
-#include "harness/core/clock.h"
 #include "harness/core/files.h"
-#include "harness/core/stats.h"
 #include "harness/driver/reporters.h"
 #include "harness/driver/table.h"
 #include "harness/predict/sweep.h"
