@@ -45,6 +45,8 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, PredictOutcome
   // The rate the links between nodes need, where there are nodes and a link to model them.
   out->required_link_gbps = step_required_link_gbps(step, *setup.sweep, *setup.tiers, setup.exposed_limit, &missing);
   ZB_RETURN_IF_ERROR(missing);
+  out->exposed_per_comm = exposed_per_comm(step, *setup.sweep, *setup.tiers, setup.link_gbps, p.exposed_s, &missing);
+  ZB_RETURN_IF_ERROR(missing);
   const bool quantized = !setup.pipeline && stage_model(setup.config.stage).effective(setup.config.quant).any();
   const double quantize_s = quantize_seconds(step, &missing);
   if (quantized) {
@@ -83,6 +85,7 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, PredictOutcome
   run.counter("comm_s_predicted", p.comm_s);
   run.counter("exposed_comm_s_predicted", p.exposed_s);
   run.counter("skew_wait_s_predicted", p.skew_wait_s);
+  run.counter("exposed_per_comm", out->exposed_per_comm);
   run.counter("extrapolated", p.extrapolated ? 1 : 0);
   run.counter("modelled", p.modelled ? 1 : 0);
   if (std::isfinite(setup.link_gbps)) run.counter("link_gbps", setup.link_gbps);

@@ -47,6 +47,8 @@ struct PredictSetup {
 struct PredictOutcome {
   StepPrediction p;
   double required_link_gbps = NAN;
+  // The exposed time's relative change per relative change of every collective's time.
+  double exposed_per_comm = NAN;
   // A quantized configuration: the rate below which it beats its stage unquantized.
   double beats_unquantized_below_gbps = NAN;
   std::string explanation;  // --explain's table and its causes

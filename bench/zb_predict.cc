@@ -300,21 +300,22 @@ int main(int argc, char** argv) {
                   opt.node_links ? (std::to_string(opt.node_links) + " per node").c_str() : "one per rank",
                   tiers.sharing(topo.local_size));
     zb::Table table({"stage", "collectives", "comm(ms)", "measured", "compute(ms)", "exposed(ms)", "measured",
-                     "skew(ms)", "measured", "step(ms)", "required Gbit/s", "beats plain below Gbit/s",
+                     "per comm", "skew(ms)", "measured", "step(ms)", "required Gbit/s", "beats plain below Gbit/s",
                      "extrapolated", "modelled"});
     for (const auto& [stage, o, m] : rows) {
       const zb::StepPrediction& p = o.p;
       auto at = [&](const char* key) { return m && m->count(key) ? m->at(key) * 1e3 : NAN; };
       table.add_row({stage, std::to_string(p.collectives), zb::fmt(p.comm_s * 1e3, 3), zb::fmt(at("comm_s"), 3),
                      zb::fmt(p.compute_s * 1e3, 3), zb::fmt(p.exposed_s * 1e3, 3), zb::fmt(at("exposed_comm_s"), 3),
-                     zb::fmt(p.skew_wait_s * 1e3, 3), zb::fmt(at("skew_wait_s"), 3), zb::fmt(p.step_s * 1e3, 3),
+                     zb::fmt(o.exposed_per_comm, 2), zb::fmt(p.skew_wait_s * 1e3, 3), zb::fmt(at("skew_wait_s"), 3), zb::fmt(p.step_s * 1e3, 3),
                      zb::fmt(o.required_link_gbps, 3),
                      std::isnan(o.beats_unquantized_below_gbps) ? "-" : zb::fmt(o.beats_unquantized_below_gbps, 3),
                      p.extrapolated ? "yes" : "no", p.modelled ? "yes" : "no"});
     }
     table.print(stdout);
     std::printf("# comm: the step replayed with no compute, its waits and hand-offs included (zb_zero's comm_s); "
-                "exposed: time compute waits for communication in the replay (the rank that waits longest); skew: "
+                "exposed: time compute waits for communication in the replay (the rank that waits longest); per comm: "
+                "how many percent it grows with every collective 1%% longer (exposed_per_comm); skew: "
                 "of that, waiting for the slowest rank to issue; required: the slowest link between "
                 "nodes that keeps exposed communication within %g%% of the step (n/a on one node); beats plain: "
                 "the link rate below which a quantized configuration's step is faster than its stage "

@@ -103,9 +103,13 @@ HostShare host_share(int host_cores, int ranks_per_node) {
   return h;
 }
 
-StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers& tiers, double inter_gbps,
-                      Status* missing, std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline,
-                      std::vector<OpTiming>* comm_timeline) {
+namespace {
+
+// replay(), every collective's time on the stream `stretch` times the sweep's (its hand-off
+// and wake-up kept).
+StepPrediction replay_stretched(const RecordedStep& step, const Sweep& sweep, const Tiers& tiers, double inter_gbps,
+                                double stretch, Status* missing, std::vector<TraceSpan>* spans,
+                                std::vector<OpTiming>* timeline, std::vector<OpTiming>* comm_timeline) {
   const Pricer pricer(sweep, tiers, step.topo, inter_gbps);
   const int cores = sweep.host_cores();
   auto compute_seconds = [&](const ScheduleOp& op) {
@@ -121,8 +125,31 @@ StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers&
   // Ranks whose kernels run at different speeds drift apart through the step.
   RankSkew skew;
   skew.lag_seconds = [&](const ScheduleOp& op) { return compute_cost(step, op, missing, cores).lag_s; };
-  return predict_step(step.log.ops(), compute_seconds, [&](const CollRecord& c) { return pricer.cost(c, missing); },
-                      spans, timeline, host.stream_rate < 1 ? &host : nullptr, &skew, comm_timeline);
+  auto coll_cost = [&](const CollRecord& c) {
+    CollCost cost = pricer.cost(c, missing);
+    cost.seconds *= stretch;
+    cost.cold_s *= stretch;  // NaN stays NaN: none
+    return cost;
+  };
+  return predict_step(step.log.ops(), compute_seconds, coll_cost, spans, timeline,
+                      host.stream_rate < 1 ? &host : nullptr, &skew, comm_timeline);
+}
+
+}  // namespace
+
+StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers& tiers, double inter_gbps,
+                      Status* missing, std::vector<TraceSpan>* spans, std::vector<OpTiming>* timeline,
+                      std::vector<OpTiming>* comm_timeline) {
+  return replay_stretched(step, sweep, tiers, inter_gbps, 1, missing, spans, timeline, comm_timeline);
+}
+
+double exposed_per_comm(const RecordedStep& step, const Sweep& sweep, const Tiers& tiers, double inter_gbps,
+                        double exposed_s, Status* missing) {
+  if (!(exposed_s > 0)) return NAN;
+  const double stretched =
+      replay_stretched(step, sweep, tiers, inter_gbps, 1 + kExposedPerCommStep, missing, nullptr, nullptr, nullptr)
+          .exposed_s;
+  return (stretched / exposed_s - 1) / kExposedPerCommStep;
 }
 
 double quantize_seconds(const RecordedStep& step, Status* missing) {

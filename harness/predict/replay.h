@@ -83,6 +83,16 @@ StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers&
                       Status* missing, std::vector<TraceSpan>* spans = nullptr,
                       std::vector<OpTiming>* timeline = nullptr, std::vector<OpTiming>* comm_timeline = nullptr);
 
+// How far the step's exposed communication moves with its collectives' times: replayed with
+// every collective kExposedPerCommStep longer on the stream (hand-offs kept), the relative
+// change of its exposed time over that step's (an elasticity: 1 where the exposed time is the
+// collectives', near 0 where compute hides them, above 1 where the stream's backlog gains on
+// compute's lead). `exposed_s`: the replay's own; NaN where it is 0, since nothing exposed
+// cannot move in proportion.
+constexpr double kExposedPerCommStep = 0.1;
+double exposed_per_comm(const RecordedStep& step, const Sweep& sweep, const Tiers& tiers, double inter_gbps,
+                        double exposed_s, Status* missing);
+
 // The seconds the last step's quantization kernels take at their rates (0 unquantized).
 double quantize_seconds(const RecordedStep& step, Status* missing);
 

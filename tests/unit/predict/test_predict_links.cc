@@ -118,6 +118,48 @@ TEST(RequiredLinkGbps, AStepSolvedByHand) {
   EXPECT_TRUE(std::isnan(step_required_link_gbps(one, sweep, tiers, 0.05, &missing)));
 }
 
+TEST(ExposedPerComm, AStepSolvedByHand) {
+  // Two nodes of one rank, two layers (forward 1 s, backward 2 s each); each backward's
+  // all-reduce of 1e9 bytes, T seconds, issued as it ends, both waited for before the update.
+  // The first runs from 4 to 4 + T; the second, issued at 6, queues behind it to 4 + 2T, so
+  // with T >= 2 compute waits 2T - 2 from 6. Every collective 10% longer: 2.2T - 2, a change
+  // of 0.2T / (2T - 2) per 0.1: T / (T - 1), 1.5 at T = 3: the backlog gains on compute.
+  const double alpha = 0.01;
+  const Sweep sweep = two_node_sweep(Coll::all_reduce, alpha);
+  const Tiers tiers = fit_tiers(sweep);
+  RecordedStep step = two_node_step();
+  step.log.compute("forward", 0);
+  step.log.compute("forward", 1);
+  step.log.compute("backward", 1);
+  step.log.issue(1, rec(Coll::all_reduce, 1000000000, Group::world, 2));
+  step.log.compute("backward", 0);
+  step.log.issue(2, rec(Coll::all_reduce, 1000000000, Group::world, 2));
+  step.log.wait(1);
+  step.log.wait(2);
+  step.log.compute("update", 0);
+  Status missing;
+  const double gbps = 8 / (3 - 2 * alpha);  // T = 2 alpha + 8 / G = 3 s (RequiredLinkGbps)
+  const StepPrediction p = replay(step, sweep, tiers, gbps, &missing);
+  ASSERT_NEAR(p.exposed_s, 4, 1e-9);
+  EXPECT_NEAR(exposed_per_comm(step, sweep, tiers, gbps, p.exposed_s, &missing), 1.5, 1e-9);
+  // T = 1: the first done before it is waited for, the second waited for whole: 1.
+  const double fast = 8 / (1 - 2 * alpha);
+  const StepPrediction q = replay(step, sweep, tiers, fast, &missing);
+  ASSERT_NEAR(q.exposed_s, 1, 1e-9);
+  EXPECT_NEAR(exposed_per_comm(step, sweep, tiers, fast, q.exposed_s, &missing), 1, 1e-9);
+  EXPECT_TRUE(missing);
+  // Nothing exposed (an all-reduce issued after the forward, done within the backward's 2 s):
+  // nothing to move in proportion.
+  RecordedStep hidden = two_node_step();
+  hidden.log.compute("forward", 0);
+  hidden.log.issue(1, rec(Coll::all_reduce, 1000000000, Group::world, 2));
+  hidden.log.compute("backward", 0);
+  hidden.log.wait(1);
+  const StepPrediction h = replay(hidden, sweep, tiers, fast, &missing);
+  ASSERT_EQ(h.exposed_s, 0);
+  EXPECT_TRUE(std::isnan(exposed_per_comm(hidden, sweep, tiers, fast, h.exposed_s, &missing)));
+}
+
 // Two nodes of one rank, one layer: 1 s of forward, then a gather of 1e9 bytes waited for.
 // Quantized, the gather carries half of it, between a quantize kernel of 1e6 elements at 1e7
 // per second and a dequantize of 2e6 at 2e7: 0.2 s of kernels. With the link at G Gbit/s,
