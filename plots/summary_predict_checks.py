@@ -214,4 +214,15 @@ def check_prediction(ctx, p, results, table=None):
         shown = (pct(e) + " " if finite(e) else "") + f"({pe * 1e3:.2f} ms predicted, {me * 1e3:.2f} measured)"
         yield (4, f"exposed communication predicted more than {tol.PREDICTION_EXPOSED_REL:.0%} off, or more than "
                f"{tol.PREDICTION_EXPOSED_ABS_S * 1e3:g} ms where under {tol.PREDICTION_EXPOSED_SMALL_S * 1e3:g} ms "
-               "(`exposed_error`)", shown, _prediction_why(ctx, p, results, pe - me, True))
+               "(`exposed_error`)", shown, _prediction_why(ctx, p, results, pe - me, True) + _amplified(p, e))
+
+
+def _amplified(p, exposed_error):
+    """Where the predicted exposed time moves further than the collectives' times do (zb_predict's
+    exposed_per_comm above 1: the stream's backlog gains on compute), the error in the
+    collectives' times while compute runs that the exposed error amounts to; else ""."""
+    k = p.value("exposed_per_comm")
+    if not (finite(k, exposed_error) and k > 1):
+        return ""
+    return (f"; here the exposed time moves {k:.1f} times as far as the collectives' times (`exposed_per_comm`): "
+            f"to first order, collectives {pct(exposed_error / k)} off while compute runs make this error")

@@ -12,15 +12,16 @@ from results_fixture import NAN, doc, manifest, row, run_tool, write, zero
 ZERO_NAME = "zero/stage:{}/params:1048576/compute:spin:200"
 
 
-def predicted(context=None, **by_stage):
+def predicted(context=None, counters=None, **by_stage):
     """predict.json with the names of zero()'s benchmarks: {stage: (comm predicted, comm measured,
-    exposed predicted, exposed measured)}; `context` adds keys to its context."""
+    exposed predicted, exposed measured)}; `context` adds keys to its context, `counters`
+    ({stage: {name: value}}) counters to a stage's row."""
     rows = []
     for stage, (cp, cm, ep, em) in by_stage.items():
         rows.append(row(ZERO_NAME.format(stage), 1.0, "ms", ranks=4, params=1048576, collectives=3,
                         comm_s_predicted=cp, comm_s_measured=cm, comm_error=cp / cm - 1,
                         exposed_comm_s_predicted=ep, exposed_comm_s_measured=em, exposed_error=ep / em - 1,
-                        exposed_error_s=ep - em, extrapolated=0, modelled=0))
+                        exposed_error_s=ep - em, extrapolated=0, modelled=0, **(counters or {}).get(stage, {})))
     return doc(rows, **(context or {}))
 
 
@@ -65,6 +66,22 @@ def test_outside_the_bars_each_is_named_with_its_reason(folder):
     assert "--explain" in dp and "--trace-round" not in dp
     z1 = next(f for f in exposed if " z1 " in f)
     assert "z1 -26.0% (7.40 ms predicted, 10.00 measured)" in z1 and "rank 1 most often" in z1
+
+
+def test_an_exposed_time_that_moves_further_than_the_collectives_says_how_far(folder):
+    # Both 40% short; z2's exposed time moves 4 times as far as its collectives' (the stream's
+    # backlog gains on compute): -10.0% in the collectives to first order. dp's moves less than
+    # they do (0.7): nothing added.
+    write(folder / "zero.json", zero())
+    write(folder / "predict.json", predicted(counters={"z2": {"exposed_per_comm": 4.0}, "dp": {"exposed_per_comm": 0.7}},
+                                             dp=(0.004, 0.004, 0.006, 0.010), z2=(0.004, 0.004, 0.006, 0.010)))
+    found = findings(folder)
+    assert len(found) == 2, found
+    z2 = next(f for f in found if " z2 " in f)
+    assert ("moves 4.0 times as far as the collectives' times (`exposed_per_comm`): to first order, "
+            "collectives -10.0% off while compute runs make this error") in z2
+    dp = next(f for f in found if " dp " in f)
+    assert "exposed_per_comm" not in dp
 
 
 def test_a_late_rank_is_the_reason_given(folder):
