@@ -6,6 +6,7 @@ tools/cluster.sh (root) other link rates, more ranks and a quantized configurati
 predicted from one sweep. The one-node table keeps what it measured with --keep and predicts
 from it again with --from, to hold two builds of zb_predict to the same measurements."""
 import json
+import math
 import os
 import statistics
 import sys
@@ -69,7 +70,8 @@ def one_node(a, tmp):
                 errs.setdefault((ranks, stage), []).append((
                     (s["comm_error"], s["exposed_comm_s_measured"], b["exposed_error"], k["exposed_error"],
                      s["exposed_error"], s["exposed_error_s"], s["skew_wait_s_measured"], s["skew_wait_s_predicted"],
-                     s["step_s_predicted"] / measured[stage]["step_s"] - 1, s["exposed_comm_s_predicted"]),
+                     s["step_s_predicted"] / measured[stage]["step_s"] - 1, s["exposed_comm_s_predicted"],
+                     s.get("exposed_per_comm", math.nan)),
                     s.get("host_steady") == 1))
     error_table(errs, steady_only=False)
     # A host whose speed changes between the sweep and the step (a virtual machine's cores moved
@@ -92,7 +94,7 @@ def error_table(errs, steady_only):
     """The one-node table: a row per rank count and stage, over every repetition or only over
     those whose sweep and step ran at one host speed."""
     header = ("| ranks | stage | reps | comm_error [lowest, highest] | exposed measured (ms) [lowest, highest] "
-              "| exposed predicted (ms) [lowest, highest] | exposed_error: compute alone | kernels "
+              "| exposed predicted (ms) [lowest, highest] | per comm | exposed_error: compute alone | kernels "
               "| kernels and skew | exposed_error_s (ms) | skew measured / predicted (ms) | step_error | within |")
     print(header)
     print("|---" * (header.count("|") - 1) + "|")
@@ -104,17 +106,20 @@ def error_row(ranks, stage, errs):
     """One stage's row: the median over `errs` (one tuple of errors per repetition) with the
     lowest and highest, and whether it is within the tolerances."""
     if not errs:
-        print(f"| {ranks} | {stage} | 0 | - | - | - | - | - | - | - | - | - | - |")
+        print(f"| {ranks} | {stage} | 0 | - | - | - | - | - | - | - | - | - | - | - |")
         return
     med = [statistics.median(e[i] for e in errs) for i in range(10)]
     lo = [min(e[i] for e in errs) for i in range(10)]
     hi = [max(e[i] for e in errs) for i in range(10)]
+    # zb_predict's exposed_per_comm: NaN where the replay exposed nothing.
+    per_comm = [e[10] for e in errs if math.isfinite(e[10])]
+    med.append(statistics.median(per_comm) if per_comm else math.nan)
     comm_ok, exposed_ok = within(med[0], med[4], med[5], med[1])
     verdict = "yes" if comm_ok and exposed_ok else (
         ("comm" if not comm_ok else "") + (" exposed" if not exposed_ok else "")).strip()
     print(f"| {ranks} | {stage} | {len(errs)} | {med[0]:+.1%} [{lo[0]:+.1%}, {hi[0]:+.1%}] "
           f"| {med[1] * 1e3:.3f} [{lo[1] * 1e3:.3f}, {hi[1] * 1e3:.3f}] "
-          f"| {med[9] * 1e3:.3f} [{lo[9] * 1e3:.3f}, {hi[9] * 1e3:.3f}] | {med[2]:+.1%} | {med[3]:+.1%} "
+          f"| {med[9] * 1e3:.3f} [{lo[9] * 1e3:.3f}, {hi[9] * 1e3:.3f}] | {med[10]:.2f} | {med[2]:+.1%} | {med[3]:+.1%} "
           f"| {med[4]:+.1%} | {med[5] * 1e3:+.3f} | {med[6] * 1e3:.3f} / {med[7] * 1e3:.3f} "
           f"| {med[8]:+.1%} | {verdict} |")
 
