@@ -307,7 +307,8 @@ int main(int argc, char** argv) {
       auto at = [&](const char* key) { return m && m->count(key) ? m->at(key) * 1e3 : NAN; };
       table.add_row({stage, std::to_string(p.collectives), zb::fmt(p.comm_s * 1e3, 3), zb::fmt(at("comm_s"), 3),
                      zb::fmt(p.compute_s * 1e3, 3), zb::fmt(p.exposed_s * 1e3, 3), zb::fmt(at("exposed_comm_s"), 3),
-                     zb::fmt(o.exposed_per_comm, 2), zb::fmt(p.skew_wait_s * 1e3, 3), zb::fmt(at("skew_wait_s"), 3), zb::fmt(p.step_s * 1e3, 3),
+                     zb::fmt(o.exposed_per_comm, 2), zb::fmt(p.skew_wait_s * 1e3, 3), zb::fmt(at("skew_wait_s"), 3),
+                     zb::fmt(p.step_s * 1e3, 3),
                      zb::fmt(o.required_link_gbps, 3),
                      std::isnan(o.beats_unquantized_below_gbps) ? "-" : zb::fmt(o.beats_unquantized_below_gbps, 3),
                      p.extrapolated ? "yes" : "no", p.modelled ? "yes" : "no"});

@@ -119,7 +119,8 @@ def error_row(ranks, stage, errs):
         ("comm" if not comm_ok else "") + (" exposed" if not exposed_ok else "")).strip()
     print(f"| {ranks} | {stage} | {len(errs)} | {med[0]:+.1%} [{lo[0]:+.1%}, {hi[0]:+.1%}] "
           f"| {med[1] * 1e3:.3f} [{lo[1] * 1e3:.3f}, {hi[1] * 1e3:.3f}] "
-          f"| {med[9] * 1e3:.3f} [{lo[9] * 1e3:.3f}, {hi[9] * 1e3:.3f}] | {med[10]:.2f} | {med[2]:+.1%} | {med[3]:+.1%} "
+          f"| {med[9] * 1e3:.3f} [{lo[9] * 1e3:.3f}, {hi[9] * 1e3:.3f}] | {med[10]:.2f} "
+          f"| {med[2]:+.1%} | {med[3]:+.1%} "
           f"| {med[4]:+.1%} | {med[5] * 1e3:+.3f} | {med[6] * 1e3:.3f} / {med[7] * 1e3:.3f} "
           f"| {med[8]:+.1%} | {verdict} |")
 

@@ -73,8 +73,9 @@ def test_an_exposed_time_that_moves_further_than_the_collectives_says_how_far(fo
     # backlog gains on compute): -10.0% in the collectives to first order. dp's moves less than
     # they do (0.7): nothing added.
     write(folder / "zero.json", zero())
-    write(folder / "predict.json", predicted(counters={"z2": {"exposed_per_comm": 4.0}, "dp": {"exposed_per_comm": 0.7}},
-                                             dp=(0.004, 0.004, 0.006, 0.010), z2=(0.004, 0.004, 0.006, 0.010)))
+    per_comm = {"z2": {"exposed_per_comm": 4.0}, "dp": {"exposed_per_comm": 0.7}}
+    write(folder / "predict.json", predicted(counters=per_comm, dp=(0.004, 0.004, 0.006, 0.010),
+                                             z2=(0.004, 0.004, 0.006, 0.010)))
     found = findings(folder)
     assert len(found) == 2, found
     z2 = next(f for f in found if " z2 " in f)

@@ -92,7 +92,8 @@ def test_from_predicts_from_the_kept_files_without_measuring(tmp_path):
     per_comm = {"dp": "1.50", "z1": "2.00"}
     assert rows == [f"| 2 | {s} | 2 | +15.0% [+5.0%, +25.0%] {exposed} | {per_comm[s]} {rest} | comm exposed |"
                     for s in ("dp", "z1")] + \
-                   [f"| 2 | {s} | 1 | +5.0% [+5.0%, +5.0%] {exposed} | 2.00 {rest} | exposed |" for s in ("dp", "z1")], \
+                   [f"| 2 | {s} | 1 | +5.0% [+5.0%, +5.0%] {exposed} | 2.00 {rest} | exposed |"
+                    for s in ("dp", "z1")], \
         proc.stdout
     # How the steps' MPI waited, from each kept step's context (an older file has none).
     assert "# 2 ranks: the steps' mpi_yield_when_idle: not recorded; on (asked for)" in proc.stdout.splitlines()
