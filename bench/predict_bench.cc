@@ -45,7 +45,7 @@ Status run_predict_benchmark(Run& run, const PredictSetup& setup, PredictOutcome
   // The rate the links between nodes need, where there are nodes and a link to model them.
   out->required_link_gbps = step_required_link_gbps(step, *setup.sweep, *setup.tiers, setup.exposed_limit, &missing);
   ZB_RETURN_IF_ERROR(missing);
-  out->exposed_per_comm = exposed_per_comm(step, *setup.sweep, *setup.tiers, setup.link_gbps, p.exposed_s, &missing);
+  out->exposed_per_comm = exposed_per_comm(step, *setup.sweep, *setup.tiers, setup.link_gbps, p, &missing);
   ZB_RETURN_IF_ERROR(missing);
   const bool quantized = !setup.pipeline && stage_model(setup.config.stage).effective(setup.config.quant).any();
   const double quantize_s = quantize_seconds(step, &missing);

@@ -316,13 +316,14 @@ int main(int argc, char** argv) {
     table.print(stdout);
     std::printf("# comm: the step replayed with no compute, its waits and hand-offs included (zb_zero's comm_s); "
                 "exposed: time compute waits for communication in the replay (the rank that waits longest); per comm: "
-                "how many percent it grows with every collective 1%% longer (exposed_per_comm); skew: "
+                "its relative change per relative change of every collective's time, replayed %g%% longer "
+                "(exposed_per_comm); skew: "
                 "of that, waiting for the slowest rank to issue; required: the slowest link between "
                 "nodes that keeps exposed communication within %g%% of the step (n/a on one node); beats plain: "
                 "the link rate below which a quantized configuration's step is faster than its stage "
                 "unquantized; modelled: some collective priced from a tier's fitted link rather than read off "
                 "the sweep\n",
-                opt.exposed_limit * 100);
+                zb::kExposedPerCommStep * 100, opt.exposed_limit * 100);
     if (!kernels.empty())
       std::printf("# kernels priced at zb_optimizer's rates from %s%s; the fastest rank runs them in %.1f%% "
                   "less time than the slowest (rank_spread), so it runs ahead and waits longer\n",

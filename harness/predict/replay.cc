@@ -144,12 +144,12 @@ StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers&
 }
 
 double exposed_per_comm(const RecordedStep& step, const Sweep& sweep, const Tiers& tiers, double inter_gbps,
-                        double exposed_s, Status* missing) {
-  if (!(exposed_s > 0)) return NAN;
+                        const StepPrediction& p, Status* missing) {
+  if (!(p.exposed_s >= kExposedPerCommFloor * p.stream_s) || !(p.exposed_s > 0)) return NAN;
   const double stretched =
       replay_stretched(step, sweep, tiers, inter_gbps, 1 + kExposedPerCommStep, missing, nullptr, nullptr, nullptr)
           .exposed_s;
-  return (stretched / exposed_s - 1) / kExposedPerCommStep;
+  return (stretched / p.exposed_s - 1) / kExposedPerCommStep;
 }
 
 double quantize_seconds(const RecordedStep& step, Status* missing) {

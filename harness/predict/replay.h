@@ -84,14 +84,17 @@ StepPrediction replay(const RecordedStep& step, const Sweep& sweep, const Tiers&
                       std::vector<OpTiming>* timeline = nullptr, std::vector<OpTiming>* comm_timeline = nullptr);
 
 // How far the step's exposed communication moves with its collectives' times: replayed with
-// every collective kExposedPerCommStep longer on the stream (hand-offs kept), the relative
-// change of its exposed time over that step's (an elasticity: 1 where the exposed time is the
-// collectives', near 0 where compute hides them, above 1 where the stream's backlog gains on
-// compute's lead). `exposed_s`: the replay's own; NaN where it is 0, since nothing exposed
-// cannot move in proportion.
+// every collective kExposedPerCommStep longer on the stream (hand-offs and wake-ups kept), the
+// relative change of its exposed time over that step's (an elasticity: 1 where the exposed time
+// is the collectives', below 1 where part of it is fixed costs, above 1 where the stream's
+// backlog gains on compute's lead). `p`: the replay at the sweep's times. NaN where its exposed
+// time is under kExposedPerCommFloor of the stream's busy time: a wait that goes from finding
+// its collective done to blocking gains a whole hand-off, so a sliver of exposed time moves by
+// jumps, not in proportion.
 constexpr double kExposedPerCommStep = 0.1;
+constexpr double kExposedPerCommFloor = 0.01;
 double exposed_per_comm(const RecordedStep& step, const Sweep& sweep, const Tiers& tiers, double inter_gbps,
-                        double exposed_s, Status* missing);
+                        const StepPrediction& p, Status* missing);
 
 // The seconds the last step's quantization kernels take at their rates (0 unquantized).
 double quantize_seconds(const RecordedStep& step, Status* missing);

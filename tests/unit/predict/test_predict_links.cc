@@ -141,23 +141,49 @@ TEST(ExposedPerComm, AStepSolvedByHand) {
   const double gbps = 8 / (3 - 2 * alpha);  // T = 2 alpha + 8 / G = 3 s (RequiredLinkGbps)
   const StepPrediction p = replay(step, sweep, tiers, gbps, &missing);
   ASSERT_NEAR(p.exposed_s, 4, 1e-9);
-  EXPECT_NEAR(exposed_per_comm(step, sweep, tiers, gbps, p.exposed_s, &missing), 1.5, 1e-9);
+  EXPECT_NEAR(exposed_per_comm(step, sweep, tiers, gbps, p, &missing), 1.5, 1e-9);
   // T = 1: the first done before it is waited for, the second waited for whole: 1.
   const double fast = 8 / (1 - 2 * alpha);
   const StepPrediction q = replay(step, sweep, tiers, fast, &missing);
   ASSERT_NEAR(q.exposed_s, 1, 1e-9);
-  EXPECT_NEAR(exposed_per_comm(step, sweep, tiers, fast, q.exposed_s, &missing), 1, 1e-9);
+  EXPECT_NEAR(exposed_per_comm(step, sweep, tiers, fast, q, &missing), 1, 1e-9);
+  // A hand-off of h = 0.5 s after each blocking wait, not stretched. It holds the stream too
+  // (simulate.cc), so the second all-reduce runs from 4 + T + h and its wait ends at
+  // 4 + 2T + 2h: 2T - 2 + 2h, 5 at T = 3 and 5.6 at 3.3: 1.2 (stretched hand-offs: 1.4).
+  Sweep handed;
+  ASSERT_TRUE(Sweep::from_series({series(Coll::all_reduce, 2, Tier::inter, "world", alpha, 1e-9)}, 2, 2, 0.5,
+                                 &handed));
+  const Tiers handed_tiers = fit_tiers(handed);
+  const StepPrediction r = replay(step, handed, handed_tiers, gbps, &missing);
+  ASSERT_NEAR(r.exposed_s, 5, 1e-9);
+  EXPECT_NEAR(exposed_per_comm(step, handed, handed_tiers, gbps, r, &missing), 1.2, 1e-9);
   EXPECT_TRUE(missing);
-  // Nothing exposed (an all-reduce issued after the forward, done within the backward's 2 s):
-  // nothing to move in proportion.
-  RecordedStep hidden = two_node_step();
-  hidden.log.compute("forward", 0);
-  hidden.log.issue(1, rec(Coll::all_reduce, 1000000000, Group::world, 2));
-  hidden.log.compute("backward", 0);
-  hidden.log.wait(1);
-  const StepPrediction h = replay(hidden, sweep, tiers, fast, &missing);
-  ASSERT_EQ(h.exposed_s, 0);
-  EXPECT_TRUE(std::isnan(exposed_per_comm(hidden, sweep, tiers, fast, h.exposed_s, &missing)));
+}
+
+TEST(ExposedPerComm, NothingOrASliverExposedMovesByJumps) {
+  // One layer: the all-reduce (T) issued after the 1 s forward, waited for after the 2 s
+  // backward: T - 2 exposed. Nothing at T = 1; 0.01 s at T = 2.01, under 1% of the stream's
+  // 2.01 s: NaN. At T = 2.1, 0.1 s, and 0.31 s stretched: (3.1 - 1) / 0.1 = 21.
+  const double alpha = 0.01;
+  const Sweep sweep = two_node_sweep(Coll::all_reduce, alpha);
+  const Tiers tiers = fit_tiers(sweep);
+  RecordedStep step = two_node_step();
+  step.log.compute("forward", 0);
+  step.log.issue(1, rec(Coll::all_reduce, 1000000000, Group::world, 2));
+  step.log.compute("backward", 0);
+  step.log.wait(1);
+  Status missing;
+  for (auto [t, want] : {std::pair{1.0, double(NAN)}, std::pair{2.01, double(NAN)}, std::pair{2.1, 21.0}}) {
+    const double gbps = 8 / (t - 2 * alpha);
+    const StepPrediction p = replay(step, sweep, tiers, gbps, &missing);
+    ASSERT_NEAR(p.exposed_s, std::max(0.0, t - 2), 1e-9) << t;
+    const double got = exposed_per_comm(step, sweep, tiers, gbps, p, &missing);
+    if (std::isnan(want))
+      EXPECT_TRUE(std::isnan(got)) << t << ": " << got;
+    else
+      EXPECT_NEAR(got, want, 1e-6) << t;
+  }
+  EXPECT_TRUE(missing);
 }
 
 // Two nodes of one rank, one layer: 1 s of forward, then a gather of 1e9 bytes waited for.
