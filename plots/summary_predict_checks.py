@@ -147,7 +147,7 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
         return (f"{shared[0]:.0f} CPU ranks shared {shared[1]:.0f} cores: the model runs the collectives "
                 "on the cores the ranks' compute leaves and has the last ranks finish a blocking one after "
                 "the first ones' busy spell, but a rank waiting for a core waits the scheduler's delay, "
-                f"which differs from run to run{after} (docs/predict.md)")
+                f"which differs from run to run{after} (docs/predict.md)" + _amplified(p))
     if exposed and finite(late_finish, off_s) and off_s < 0 and late_finish >= abs(off_s) / 2:
         return (f"{late_finish * 1e3:.2f} ms of the measured exposed time came after another rank had "
                 "already finished the same collectives (`late_finish_wait_s`): this rank's own progress "
@@ -171,7 +171,8 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
     if noisy:
         return noise_why
     if exposed:
-        return NO_CAUSE + " (`zb_predict --measured=... --explain` lines the step up against its trace)"
+        return (NO_CAUSE + " (`zb_predict --measured=... --explain` lines the step up against its trace)"
+                + _amplified(p))
     return NO_CAUSE + (" (`zb_zero --trace-round=comm` traces the round with communication alone; "
                        "`zb_predict --measured=... --explain` lines it up against the replay)")
 
@@ -214,14 +215,16 @@ def check_prediction(ctx, p, results, table=None):
         shown = (pct(e) + " " if finite(e) else "") + f"({pe * 1e3:.2f} ms predicted, {me * 1e3:.2f} measured)"
         yield (4, f"exposed communication predicted more than {tol.PREDICTION_EXPOSED_REL:.0%} off, or more than "
                f"{tol.PREDICTION_EXPOSED_ABS_S * 1e3:g} ms where under {tol.PREDICTION_EXPOSED_SMALL_S * 1e3:g} ms "
-               "(`exposed_error`)", shown, _prediction_why(ctx, p, results, pe - me, True) + _amplified(p, e))
+               "(`exposed_error`)", shown, _prediction_why(ctx, p, results, pe - me, True))
 
 
-def _amplified(p, exposed_error):
+def _amplified(p):
     """Where the predicted exposed time moves further than the collectives' times do (zb_predict's
     exposed_per_comm above 1: the stream's backlog gains on compute), the error in the
-    collectives' times while compute runs that the exposed error amounts to; else ""."""
-    k = p.value("exposed_per_comm")
+    collectives' times while compute runs that the exposed error amounts to; else "". Said
+    only where the reason given leaves the collectives' times open (ranks sharing cores, no
+    cause known), not beside a reason that is not theirs (two hosts, a late rank)."""
+    k, exposed_error = p.value("exposed_per_comm"), p.value("exposed_error")
     if not (finite(k, exposed_error) and k > 1):
         return ""
     return (f"; here the exposed time moves {k:.1f} times as far as the collectives' times (`exposed_per_comm`): "

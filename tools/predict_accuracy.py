@@ -111,7 +111,8 @@ def error_row(ranks, stage, errs):
     med = [statistics.median(e[i] for e in errs) for i in range(10)]
     lo = [min(e[i] for e in errs) for i in range(10)]
     hi = [max(e[i] for e in errs) for i in range(10)]
-    # zb_predict's exposed_per_comm: NaN where the replay exposed nothing.
+    # zb_predict's exposed_per_comm, over the repetitions that have one (NaN where the replay
+    # exposed next to nothing); "-" where none has.
     per_comm = [e[10] for e in errs if math.isfinite(e[10])]
     med.append(statistics.median(per_comm) if per_comm else math.nan)
     comm_ok, exposed_ok = within(med[0], med[4], med[5], med[1])
@@ -119,7 +120,8 @@ def error_row(ranks, stage, errs):
         ("comm" if not comm_ok else "") + (" exposed" if not exposed_ok else "")).strip()
     print(f"| {ranks} | {stage} | {len(errs)} | {med[0]:+.1%} [{lo[0]:+.1%}, {hi[0]:+.1%}] "
           f"| {med[1] * 1e3:.3f} [{lo[1] * 1e3:.3f}, {hi[1] * 1e3:.3f}] "
-          f"| {med[9] * 1e3:.3f} [{lo[9] * 1e3:.3f}, {hi[9] * 1e3:.3f}] | {med[10]:.2f} "
+          f"| {med[9] * 1e3:.3f} [{lo[9] * 1e3:.3f}, {hi[9] * 1e3:.3f}] "
+          f"| {'-' if math.isnan(med[10]) else f'{med[10]:.2f}'} "
           f"| {med[2]:+.1%} | {med[3]:+.1%} "
           f"| {med[4]:+.1%} | {med[5] * 1e3:+.3f} | {med[6] * 1e3:.3f} / {med[7] * 1e3:.3f} "
           f"| {med[8]:+.1%} | {verdict} |")

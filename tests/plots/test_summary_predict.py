@@ -69,20 +69,24 @@ def test_outside_the_bars_each_is_named_with_its_reason(folder):
 
 
 def test_an_exposed_time_that_moves_further_than_the_collectives_says_how_far(folder):
-    # Both 40% short; z2's exposed time moves 4 times as far as its collectives' (the stream's
-    # backlog gains on compute): -10.0% in the collectives to first order. dp's moves less than
-    # they do (0.7): nothing added.
-    write(folder / "zero.json", zero())
-    per_comm = {"z2": {"exposed_per_comm": 4.0}, "dp": {"exposed_per_comm": 0.7}}
+    # All 40% short; z2's exposed time moves 4 times as far as its collectives' (the stream's
+    # backlog gains on compute), no cause known: -10.0% in the collectives to first order. dp's
+    # moves less than they do (0.7): nothing added. z1's moves 4 times as far too, but its
+    # reason is a late rank, not the collectives: nothing added.
+    write(folder / "zero.json", zero(z1={"skew_wait_s": 0.0035, "late_rank": 1}))
+    per_comm = {s: {"exposed_per_comm": k} for s, k in (("z2", 4.0), ("dp", 0.7), ("z1", 4.0))}
     write(folder / "predict.json", predicted(counters=per_comm, dp=(0.004, 0.004, 0.006, 0.010),
-                                             z2=(0.004, 0.004, 0.006, 0.010)))
+                                             z1=(0.004, 0.004, 0.006, 0.010), z2=(0.004, 0.004, 0.006, 0.010)))
     found = findings(folder)
-    assert len(found) == 2, found
+    assert len(found) == 3, found
     z2 = next(f for f in found if " z2 " in f)
+    assert "no cause known" in z2
     assert ("moves 4.0 times as far as the collectives' times (`exposed_per_comm`): to first order, "
             "collectives -10.0% off while compute runs make this error") in z2
     dp = next(f for f in found if " dp " in f)
-    assert "exposed_per_comm" not in dp
+    assert "no cause known" in dp and "exposed_per_comm" not in dp
+    z1 = next(f for f in found if " z1 " in f)
+    assert "late rank" in z1 and "exposed_per_comm" not in z1
 
 
 def test_a_late_rank_is_the_reason_given(folder):
@@ -118,6 +122,13 @@ def test_ranks_that_outnumber_the_cores_are_the_reason_given(folder):
     assert len(found) == 1, found
     assert "4 CPU ranks shared 2 cores" in found[0] and "scheduler's delay" in found[0], found
     assert "1.00 ms of its exposed time came after another rank had finished" in found[0], found
+    # With the exposed time moving twice as far as the collectives': -13.0% in them, said after.
+    write(folder / "predict.json",
+          predicted(counters={"z1": {"exposed_per_comm": 2.0}}, z1=(0.004, 0.004, 0.0074, 0.010)))
+    found = findings(folder)
+    assert len(found) == 1 and "scheduler's delay" in found[0], found
+    assert "moves 2.0 times as far" in found[0] and "collectives -13.0% off while compute runs" in found[0], found
+    write(folder / "predict.json", predicted(z1=(0.004, 0.004, 0.0074, 0.010)))
     # 4 cores for the 4 ranks, or the ranks on GPUs (nccl): not the reason.
     for backend, cpus in (("mpi", 4), ("nccl", 2)):
         write(folder / "zero.json", dict(document, context=dict(document["context"], backend=backend, num_cpus=cpus)))

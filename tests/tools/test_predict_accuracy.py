@@ -49,8 +49,9 @@ def test_bad_input_is_one_line_and_exit_2():
 
 # A zb_predict that measures nothing either: per stage the errors it is given, exposed_error
 # by which --kernels it got (none, the copy without rank_spread, the rates as kept); the second
-# repetition's sweep and step ran at two host speeds, and its comm_error is 0.25, not 0.05, its
-# exposed_per_comm 1.0 for dp and NaN (nothing exposed) for z1, not 2.0.
+# repetition's sweep and step ran at two host speeds, and its comm_error is 0.25, not 0.05;
+# exposed_per_comm is 2.0 for dp in the first and NaN (next to nothing exposed) in the second,
+# NaN for z1 in the first and 1.0 in the second.
 STUB = """#!/usr/bin/env python3
 import json, sys
 args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if "=" in a)
@@ -58,8 +59,9 @@ kernels = args.get("kernels", "")
 exposed = 0.30 if "rates_" in kernels else 0.20 if kernels else 0.10
 steady = not args["sweep"].endswith("_1.json")
 stages = ["dp", "z1"]
+per_comm = {"dp": 2.0 if steady else float("nan"), "z1": float("nan") if steady else 1.0}
 json.dump({"context": {}, "benchmarks": [{"name": f"zero/stage:{s}/manual_time", "comm_error": 0.05 if steady else 0.25,
-    "host_steady": 1 if steady else 0, "exposed_per_comm": 2.0 if steady else 1.0 if s == "dp" else float("nan"),
+    "host_steady": 1 if steady else 0, "exposed_per_comm": per_comm[s],
     "exposed_comm_s_measured": 0.004, "exposed_comm_s_predicted": 0.004 * (1 + exposed), "exposed_error": exposed, "exposed_error_s": exposed * 0.004,
     "skew_wait_s_measured": 0.001, "skew_wait_s_predicted": 0.0005, "step_s_predicted": 0.011}
     for s in stages]}, open(args["json"], "w"))
@@ -88,11 +90,11 @@ def test_from_predicts_from_the_kept_files_without_measuring(tmp_path):
     exposed = "| 4.000 [4.000, 4.000] | 5.200 [5.200, 5.200]"
     rest = "| +10.0% | +20.0% | +30.0% | +1.200 | 1.000 / 0.500 | +10.0%"
     # Every repetition, then only those whose sweep and step ran at one host speed; per comm the
-    # median of the finite ones.
-    per_comm = {"dp": "1.50", "z1": "2.00"}
-    assert rows == [f"| 2 | {s} | 2 | +15.0% [+5.0%, +25.0%] {exposed} | {per_comm[s]} {rest} | comm exposed |"
+    # median of the finite ones, "-" where there are none.
+    every, steady = {"dp": "2.00", "z1": "1.00"}, {"dp": "2.00", "z1": "-"}
+    assert rows == [f"| 2 | {s} | 2 | +15.0% [+5.0%, +25.0%] {exposed} | {every[s]} {rest} | comm exposed |"
                     for s in ("dp", "z1")] + \
-                   [f"| 2 | {s} | 1 | +5.0% [+5.0%, +5.0%] {exposed} | 2.00 {rest} | exposed |"
+                   [f"| 2 | {s} | 1 | +5.0% [+5.0%, +5.0%] {exposed} | {steady[s]} {rest} | exposed |"
                     for s in ("dp", "z1")], \
         proc.stdout
     # How the steps' MPI waited, from each kept step's context (an older file has none).
