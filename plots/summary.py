@@ -138,13 +138,15 @@ def predict_section(results):
                      ms(p.value("comm_s_measured")), pct(p.value("comm_error")),
                      ms(p.value("exposed_comm_s_predicted")),
                      ms(p.value("exposed_comm_s_measured")), pct(p.value("exposed_error")),
-                     "yes" if p.value("extrapolated") == 1 else "no"])
+                     fmt(p.value("exposed_per_comm"), 2), "yes" if p.value("extrapolated") == 1 else "no"])
     return ["## Prediction: each stage from the collective sweep (zb_predict)", "",
             table(["stage", "collectives", "comm predicted (ms)", "measured", "error",
-                   "exposed predicted (ms)", "measured", "error", "extrapolated"], rows), "",
+                   "exposed predicted (ms)", "measured", "error", "per comm", "extrapolated"], rows), "",
             "- Predicted from `predict_sweep.json` (each collective timed as the step issues it) "
             "replayed on the step's own schedule; measured: `zero.json`. Error: predicted / "
-            "measured - 1, computed by zb_predict.", ""]
+            "measured - 1, computed by zb_predict. Per comm: how far the predicted exposed time "
+            "moves with the collectives' times (`exposed_per_comm`: its relative change per relative "
+            "change of theirs; above 1 a small error in them is a larger one in it).", ""]
 
 
 def quantized_section(results):

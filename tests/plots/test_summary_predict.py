@@ -89,6 +89,21 @@ def test_an_exposed_time_that_moves_further_than_the_collectives_says_how_far(fo
     assert "late rank" in z1 and "exposed_per_comm" not in z1
 
 
+def test_the_details_give_each_prediction_with_its_per_comm(folder):
+    # The prediction table in the details: each stage's errors and how far its exposed time
+    # moves with the collectives (n/a where zb_predict wrote none).
+    write(folder / "zero.json", zero())
+    write(folder / "predict.json", predicted(counters={"z1": {"exposed_per_comm": 2.25}},
+                                             dp=(0.004, 0.004, 0.003, 0.003), z1=(0.004, 0.004, 0.003, 0.003)))
+    assert run_tool("summary.py", folder).returncode == 0
+    text = (folder / "summary.md").read_text(encoding="utf-8")
+    section = text[text.index("## Prediction: each stage"):].split("\n\n")[1].splitlines()
+    assert section[0].startswith("| stage |") and "| per comm |" in section[0], section
+    column = section[0].split("|").index(" per comm ")
+    cells = {row.split("|")[1].strip(): row.split("|")[column].strip() for row in section[2:]}
+    assert cells == {"dp": "n/a", "z1": "2.25"}, section
+
+
 def test_a_late_rank_is_the_reason_given(folder):
     write(folder / "zero.json", zero(z1={"skew_wait_s": 0.0025, "late_rank": 1}))
     write(folder / "predict.json", predicted(z1=(0.004, 0.004, 0.0074, 0.010)))
