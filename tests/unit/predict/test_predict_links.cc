@@ -88,11 +88,15 @@ RecordedStep two_node_step() {
   return step;
 }
 
+// The rate of the link between two nodes of one rank at which an all-reduce of 1e9 bytes takes
+// `seconds`: T = 2 (N-1) alpha + 2 (N-1)/N x 1e9 x 8 / (G 1e9) = 2 alpha + 8 / G at N = 2.
+double all_reduce_gbps(double seconds, double alpha) { return 8 / (seconds - 2 * alpha); }
+
 TEST(RequiredLinkGbps, AStepSolvedByHand) {
   // Two nodes of one rank; one layer of 1 s forward and 2 s backward, then its all-reduce of
-  // 1e9 bytes, which the update waits for whole. Exposed = T, step = 3 + T, with
-  // T = 2 (N-1) alpha + 2 (N-1)/N x 1e9 x 8 / (G 1e9) = 2 alpha + 8 / G at N = 2. Exposed within
-  // 5% of the step: T <= 0.05 (3 + T), T <= 3 / 19; with alpha = 10 ms, G = 8 / (3/19 - 0.02).
+  // 1e9 bytes (T, all_reduce_gbps), which the update waits for whole. Exposed = T, step = 3 + T.
+  // Exposed within 5% of the step: T <= 0.05 (3 + T), T <= 3 / 19; with alpha = 10 ms,
+  // G = 8 / (3/19 - 0.02).
   const double alpha = 0.01;
   const Sweep sweep = two_node_sweep(Coll::all_reduce, alpha);
   const Tiers tiers = fit_tiers(sweep);
@@ -103,7 +107,7 @@ TEST(RequiredLinkGbps, AStepSolvedByHand) {
   step.log.wait(1);
   step.log.compute("update", 0);
   Status missing;
-  const double want = 8 / (3.0 / 19 - 2 * alpha);
+  const double want = all_reduce_gbps(3.0 / 19, alpha);
   EXPECT_NEAR(step_required_link_gbps(step, sweep, tiers, 0.05, &missing), want, want * 1e-6);
   EXPECT_TRUE(missing);
   // At that rate the replay has exposed communication at 5% of the step.
@@ -138,12 +142,12 @@ TEST(ExposedPerComm, AStepSolvedByHand) {
   step.log.wait(2);
   step.log.compute("update", 0);
   Status missing;
-  const double gbps = 8 / (3 - 2 * alpha);  // T = 2 alpha + 8 / G = 3 s (RequiredLinkGbps)
+  const double gbps = all_reduce_gbps(3, alpha);
   const StepPrediction p = replay(step, sweep, tiers, gbps, &missing);
   ASSERT_NEAR(p.exposed_s, 4, 1e-9);
   EXPECT_NEAR(exposed_per_comm(step, sweep, tiers, gbps, p, &missing), 1.5, 1e-9);
   // T = 1: the first done before it is waited for, the second waited for whole: 1.
-  const double fast = 8 / (1 - 2 * alpha);
+  const double fast = all_reduce_gbps(1, alpha);
   const StepPrediction q = replay(step, sweep, tiers, fast, &missing);
   ASSERT_NEAR(q.exposed_s, 1, 1e-9);
   EXPECT_NEAR(exposed_per_comm(step, sweep, tiers, fast, q, &missing), 1, 1e-9);
@@ -174,7 +178,7 @@ TEST(ExposedPerComm, NothingOrASliverExposedMovesByJumps) {
   step.log.wait(1);
   Status missing;
   for (auto [t, want] : {std::pair{1.0, double(NAN)}, std::pair{2.01, double(NAN)}, std::pair{2.1, 21.0}}) {
-    const double gbps = 8 / (t - 2 * alpha);
+    const double gbps = all_reduce_gbps(t, alpha);
     const StepPrediction p = replay(step, sweep, tiers, gbps, &missing);
     ASSERT_NEAR(p.exposed_s, std::max(0.0, t - 2), 1e-9) << t;
     const double got = exposed_per_comm(step, sweep, tiers, gbps, p, &missing);
