@@ -114,10 +114,12 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
     sweep, sweep_ctx, sweep_runs = _sweep(results, ctx)
     noise = _sweep_noise(sweep_runs)
     # Before any reason of the model's: whether the sweep and the step ran on one host speed.
+    # One text for every stage, so that their errors share a line: the host's own line (check_host)
+    # gives each step's ratio.
     if p.value("host_steady") == 0:
         where = ("the host changed speed during the sweep (`sweep_host_speed`)" if _sweep_changed(ctx) else
-                 f"the step's reference collective took {p.value('reference_ratio'):.2f} times the sweep's "
-                 "(`reference_ratio`)")
+                 "the steps' reference collectives took other times than the sweep's (`reference_ratio`, "
+                 "on the `host_steady` line)")
         return (f"the sweep and the step did not run at one host speed: {where}; the error compares two hosts, not "
                 "the model; take the sweep and the step again, back to back (docs/predict.md)")
     if p.value("extrapolated") == 1:
