@@ -142,6 +142,7 @@ int main(int argc, char** argv) {
       setup.config.stage = st;
       setup.config.quant = q;
       setup.config.slow_fraction = driver.faults().slow_stage == int(st) ? driver.faults().slow_stage_fraction : 0;
+      setup.config.late_s = driver.faults().late_rank == comm.rank() ? driver.faults().late_s : 0;
       const std::string stage = zb::config_label(st, q);
       const std::string tail = zb::model_segments(model, optimizer, grad_dtype);
       if (sweep_us.empty()) {

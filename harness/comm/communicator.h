@@ -45,6 +45,10 @@ struct FaultPlan {
   // share of the step's own duration after it): a planted regression of one stage's step.
   int slow_stage = -1;     // a Stage value, -1 for none
   double slow_stage_fraction = 0;
+  // This rank sleeps `late_s` at the end of every full step (zb_zero): a straggler that the
+  // other ranks meet at their first blocking wait of the next step.
+  int late_rank = -1;
+  double late_s = 0;
 };
 
 // Who makes a collective progress on a CPU backend. `thread`: a communication thread per

@@ -53,6 +53,9 @@ Driver::Driver(std::string program, std::string summary)
   flags_.add_string("fault-slow-stage", &fault_slow_stage_,
                     "test only: STAGE:FRACTION makes every full step of STAGE FRACTION longer "
                     "(zb_zero)");
+  flags_.add_string("fault-late", &fault_late_,
+                    "test only: RANK:MS makes RANK sleep MS milliseconds at the end of every full step, a "
+                    "straggler the next step meets (zb_zero)");
   flags_.add_string("fault-stall", &fault_stall_,
                     "test only: RANK:WAIT makes RANK stop itself (SIGSTOP) at its first wait of "
                     "the driver's of kind WAIT: barrier, reduction, fence, trace or final");
@@ -112,6 +115,17 @@ Status Driver::check_flags() {
                            fault_slow_stage_ + "'");
     faults_.slow_stage = int(stage);
     faults_.slow_stage_fraction = frac;
+  }
+  if (!fault_late_.empty()) {
+    auto parts = split(fault_late_, ':');
+    int64_t r = -1;
+    double ms = 0;
+    if (parts.size() != 2 || !parse_int(parts[0], &r) || r < 0 || !parse_double(parts[1], &ms) || ms <= 0 ||
+        ms > 1e5)
+      return Status::error("--fault-late takes RANK:MS, RANK >= 0 and MS in (0, 100000], not '" + fault_late_ +
+                           "'");
+    faults_.late_rank = int(r);
+    faults_.late_s = ms * 1e-3;
   }
   if (!fault_stall_.empty()) {
     auto parts = split(fault_stall_, ':');

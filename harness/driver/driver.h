@@ -221,7 +221,7 @@ class Driver {
   std::string launch_error_;  // why the launcher's variables could not be read
   Backend backend_ = Backend::mpi;
   FaultPlan faults_;
-  std::string fault_slow_stage_;
+  std::string fault_slow_stage_, fault_late_;
   int stall_rank_ = -1;
   Wait stall_kind_ = Wait::barrier;
   std::vector<std::string> passthrough_;

@@ -94,6 +94,10 @@ Status clock_offset(Driver& d, double* offset_s) {
   return Status::ok();
 }
 
+double shared_origin(Driver& d, double start_s, double offset_s) {
+  return -d.max_over_ranks(-(start_s + offset_s)) - offset_s;
+}
+
 Status last_issues(Driver& d, const std::vector<CollRecord>& log, double offset_s, LastIssue* out) {
   // On rank 0's clock; a collective whose issue time was not recorded counts as never late.
   std::vector<double> at(log.size());

@@ -31,6 +31,12 @@ double clock_offset_from(const std::vector<ClockRound>& rounds, double* uncertai
 // the control plane, through their first rank, and every rank of a machine takes its value.
 Status clock_offset(Driver& d, double* offset_s);
 
+// A drawn step's t = 0 on this rank's clock: the moment the earliest rank began it, where each
+// rank began it at `start_s` on its own clock (`offset_s` from clock_offset). With no barrier
+// before the step (it runs as the timed steps do, back to back), the ranks begin it apart, and
+// every rank's spans keep those distances.
+double shared_origin(Driver& d, double start_s, double offset_s);
+
 // Per entry of a traffic log: when the last rank issued it (on this rank's clock) and which
 // rank that was; and how much later it ended on this rank than on the first rank to finish it
 // (0 where not recorded; empty: none known). Every rank must pass the same entries, each with

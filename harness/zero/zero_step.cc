@@ -1,7 +1,9 @@
 // ZeRO: one training step of each stage, overlapped as real systems do it. Forward and
 // backward walk the layers; collectives go on the communicator's stream, and compute and
 // communication are ordered by events only where the data needs it.
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "harness/zero/zero_step.h"
 
@@ -34,6 +36,8 @@ Status ZeroStep::step() {
   ZB_RETURN_IF_ERROR(forward());
   ZB_RETURN_IF_ERROR(backward());
   ZB_RETURN_IF_ERROR(optimizer());
+  if (mode_ == StepMode::full && config_.late_s > 0)  // the test fault --fault-late: a straggler
+    std::this_thread::sleep_for(std::chrono::duration<double>(config_.late_s));
   // The engine has finished the step (the optimizer synchronised it), so every wait's marks
   // can be read, and the quantization kernels' events.
   if (qops_) ZB_RETURN_IF_ERROR(qops_->take_seconds(&quantize_s_));

@@ -24,6 +24,7 @@ namespace zb {
 struct ZeroConfig : StageConfig {
   uint64_t bucket_elems = 25ull << 20;  // gradient bucket, in parameters
   double slow_fraction = 0;  // test only (--fault-slow-stage): each full step this much longer
+  double late_s = 0;         // test only (--fault-late): this rank sleeps this long after each full step
   // Overlap as real systems do it (bucketed reductions in flight during backward, the
   // weight all-gather of z1/z2 overlapping the next forward, z3 prefetching `prefetch`
   // layers); off serialises every collective after the compute it follows.

@@ -2,8 +2,8 @@
 step shows every collective, each z3 gather issued before the compute it must hide behind
 ends, each reduction issued the moment its bucket fills, no overlap at all when serialised,
 each z1/z2 weight gather issued as its unit is updated, every wait a wait for a collective
-in flight, and compute's waits for communication adding up to the exposed time the step
-reports."""
+in flight, compute's waits for communication adding up to the exposed time the step
+reports, and the step drawn run as the timed ones are, a straggler's lateness carried in."""
 import json
 import math
 import os
@@ -156,6 +156,23 @@ def test_every_wait_is_for_a_collective_in_flight(traces):
                           and after["args"].get("awaits") == awaits and abs(after["ts"] - end(w)) <= rounding)
                 assert end(c) <= end(after if joined else w) + rounding, (stage, rank, w, c)
             assert checked, (stage, rank)  # the optimizer's wait for the last reduction at least
+
+
+def test_the_step_drawn_meets_a_straggler_as_the_timed_steps_do():
+    # Rank 1 sleeps 300 ms at the end of every full step (--fault-late), so each timed step
+    # begins with rank 0 that far ahead, waiting for rank 1 at its first blocking wait. The
+    # drawn step runs as they do, right after an untimed step with no barrier between: on the
+    # trace's one time line rank 1 begins it after rank 0 has begun that wait, drawn as a wait
+    # for rank 1. A barrier before it would have them begin together.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        run_json(2, "zb_zero", [*MODEL, "--stages=dp", "--compute=sleep:100", "--iters=2", "--warmup=1",
+                                "--fault-late=1:300", f"--trace={path}"], mca=MCA)
+        with open(path) as f:  # one stage: the path as given
+            trace = json.load(f)
+    first_wait = spans(trace, 0, 2)[0]
+    assert first_wait["args"].get("part") == "skew" and first_wait["args"].get("late_rank") == 1, first_wait
+    assert spans(trace, 1, 0)[0]["ts"] > first_wait["ts"], (spans(trace, 1, 0)[0], first_wait)
 
 
 def test_serialised_steps_never_overlap(traces):
