@@ -42,14 +42,14 @@ Status stage_seconds(Driver& d, LayerCompute& lc, Compute& compute, const Pipeli
 }
 
 // The step --trace draws, after an untimed one with no barrier between, as the timed steps run
-// back to back (zb_zero's traced step says why).
+// back to back, issue times recorded from the untimed one on (zb_zero's traced step says why).
 Status traced_step(Driver& d, PipelineStep& p, const PipelineConfig& c, const std::string& path,
                    double clock_offset_s) {
+  d.comm().set_record_times(true);
   ZB_RETURN_IF_ERROR(p.step());
   size_t first = d.comm().traffic().size();
   p.trace().clear();
   p.trace().enable(true);
-  d.comm().set_record_times(true);
   const double start = now_seconds();
   ZB_RETURN_IF_ERROR(p.step());
   ZB_RETURN_IF_ERROR(p.finish());

@@ -14,24 +14,25 @@
 
 namespace zb {
 
-// The step --trace draws, run as its round is timed: each after an untimed step of its kind, the
-// communication-alone round's from a barrier (as comm_s's rounds), the full step's with none
-// between, as the timed steps run back to back. So the full step drawn meets what a timed one
-// meets: the collectives the step before left in flight, and the ranks as far apart as that
-// step's end left them (a barrier there hid a straggler's wait; on 4 ranks sharing 2 cores,
-// most of dp's exposed time).
+// The step --trace draws, run as its round is timed: right after an untimed step of its kind,
+// with no barrier between (the communication-alone round's pair from a barrier, as comm_s's
+// rounds; the full step's as the timed steps run, back to back). So the step drawn meets what
+// a timed one meets: the collectives the step before left in flight, and the ranks as far
+// apart as that step's end left them (a barrier there hid a straggler's wait; on 4 ranks
+// sharing 2 cores, most of dp's exposed time). Issue times are recorded from the untimed step
+// on, so that a wait for a collective it left in flight is split at its last issue too.
 static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, const std::string& path,
                           double clock_offset_s, bool comm_only) {
   if (comm_only) {
+    ZB_RETURN_IF_ERROR(d.comm().barrier());
     ZB_RETURN_IF_ERROR(z.finish());
     z.set_mode(StepMode::comm_only);
   }
+  d.comm().set_record_times(true);
   ZB_RETURN_IF_ERROR(z.step());
   size_t first = d.comm().traffic().size();
-  if (comm_only) ZB_RETURN_IF_ERROR(d.comm().barrier());
   z.trace().clear();
   z.trace().enable(true);
-  d.comm().set_record_times(true);
   const double start = now_seconds();
   ZB_RETURN_IF_ERROR(z.step());
   ZB_RETURN_IF_ERROR(z.finish());

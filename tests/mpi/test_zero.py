@@ -114,7 +114,8 @@ BAD = [["--model=llama:x=1"], ["--model=gpt:layers=2,hidden=0,vocab=5"], ["--mod
        (["--params=1.5"], "whole number"),
        (["--params=4Mi"], "--params"), (["--params=-4"], "--params"),
        (["--compute-sweep=1,x"], "--compute-sweep"), (["--compute=gemm:8", "--compute-sweep=1"], "--compute-sweep"),
-       (["--fault-late=1"], "--fault-late"), (["--fault-late=-1:5"], "--fault-late"), (["--fault-late=0:0"], "--fault-late")]
+       (["--fault-late=1"], "--fault-late"), (["--fault-late=-1:5"], "--fault-late"),
+       (["--fault-late=0:0"], "--fault-late")]
 
 
 def test_bad_flags_exit_2_with_one_line_before_mpi():
