@@ -1,6 +1,7 @@
 """Launches run_all.py's runs one by one: each run's output to logs/<label>.log, its benchmarks
-counted from the console as they stream, the progress line kept up to date, a line as it ends
-(with the tail of its log when it failed), and its record for manifest.json."""
+counted from the console as they stream (and from its JSON once it ends), the progress line
+kept up to date, a line as it ends (with the tail of its log when it failed), and its record for
+manifest.json."""
 
 import os
 import queue
@@ -121,6 +122,8 @@ class Runner:
         done = counter.done
         if rc == 0 and self.table.cost.get(run.binary, {}).get("counted_at_exit"):
             done = p.benchmarks  # prints no Google Benchmark table (zb_plan): counted as it ends
+        elif rc == 0 and json_path and run_progress.benchmarks_in_json(json_path) is not None:
+            done = run_progress.benchmarks_in_json(json_path)  # the file over the console's count
         self.progress.done[run.label] = done
         self.progress.finished[run.label] = seconds
         status = "ok" if rc == 0 else "failed"

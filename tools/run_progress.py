@@ -3,6 +3,7 @@ the runs go (in place on a terminal, a plain line at most every 10 s elsewhere),
 beside the actual time per family at the end. Every function takes the times it shows as
 arguments: none reads a clock, so the tests decide what they see."""
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -47,6 +48,20 @@ class RowCounter:
     @property
     def done(self):
         return len(self.names)
+
+
+def benchmarks_in_json(path):
+    """The benchmarks a finished run's Google Benchmark JSON holds, each once (its repetitions
+    and aggregates share its run_name); None where the file cannot be read. What the run did,
+    where the console's count can be thrown off: a line of another process landing inside a
+    row (ranks under mpirun share one terminal) splits it, and its second half reads as a new
+    name."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            rows = json.load(f)["benchmarks"]
+        return len({b.get("run_name", b["name"]) for b in rows})
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 @dataclass

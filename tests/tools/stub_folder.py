@@ -1,6 +1,6 @@
 """A fake binary folder for the runner's tests: every zb_* binary of the run table as a small
 script that prints a Google Benchmark console table of ZB_STUB_ROWS benchmarks (with their
-repetitions and aggregates) and writes a results JSON, plus a fake mpirun that drops its own
+repetitions and aggregates) and writes a results JSON of the same benchmarks, plus a fake mpirun that drops its own
 options and runs the program once, and a fake nvidia-smi that lists ZB_STUB_GPUS GPUs."""
 
 import os
@@ -37,14 +37,18 @@ for i in range(int(os.environ.get("ZB_STUB_ROWS", "2"))):
         for agg in ("mean", "median", "stddev"):
             print(f"{name}/case:{i}/manual_time_{agg}      1.5 us          2.0 us            3 wrong=0")
         print(f"{name}/case:{i}/manual_time_cv      1.00 %          1.00 %            3 wrong=0")
+if os.environ.get("ZB_STUB_SPLIT_ROW"):  # another process's line inside a row, as ranks sharing a terminal
+    print(f"{name}/case:0/manu[vm:1234] a line of another process")
+    print("al_time      1.5 us          2.0 us            3 wrong=0")
 print()
 print(f"# {name}: a table of its own after the run")
 print("stage   bytes/param formula   measured")
 print("dp      16.000                16.000")
-if args.get("json"):
-    rows = [{"name": f"{name}/stage:dp/manual_time", "run_name": f"{name}/stage:dp/manual_time",
+if args.get("json"):  # the console's benchmarks, once each
+    rows = [{"name": f"{name}/case:{i}/manual_time", "run_name": f"{name}/case:{i}/manual_time",
              "run_type": "iteration", "repetitions": 1, "repetition_index": 0, "threads": 1,
-             "iterations": 3, "real_time": 1.5, "cpu_time": 2.0, "time_unit": "us", "wrong": 0}]
+             "iterations": 3, "real_time": 1.5, "cpu_time": 2.0, "time_unit": "us", "wrong": 0}
+            for i in range(int(os.environ.get("ZB_STUB_ROWS", "2")))]
     with open(args["json"], "w") as f:
         json.dump({"context": {"executable": name, "collective_algorithms": "library defaults"},
                    "benchmarks": rows}, f)

@@ -68,6 +68,17 @@ def test_help_documents_the_three_run_sizes(stubs):
         assert words in r.stdout, words
 
 
+def test_a_run_is_counted_from_its_json_where_a_split_row_adds_a_name(stubs, tmp_path):
+    # Each stub prints one row cut in two by another process's line; the second half reads as
+    # a third benchmark on the console. The manifest counts the two its JSON holds.
+    bin_dir, _, env = stubs
+    out = str(tmp_path / "split")
+    r = run_all([f"--bin={bin_dir}", "--no-figures", "--only=zero", f"--out={out}"], dict(env, ZB_STUB_SPLIT_ROW="1"))
+    assert r.returncode == 0, r.stderr
+    runs = {x["name"]: x for x in manifest(out)["runs"]}
+    assert runs["zero"]["status"] == "ok" and runs["zero"]["benchmarks_done"] == 2, runs["zero"]
+
+
 def test_the_plan_then_progress_then_estimate_beside_actual(stubs, tmp_path):
     bin_dir, _, env = stubs
     out = str(tmp_path / "runs" / "first")

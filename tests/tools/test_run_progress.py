@@ -2,13 +2,15 @@
 plan, the progress line and the estimate-against-actual table, formatted from given times (no
 clock is read: every time here is an argument)."""
 
+import json
 import os
 import sys
 
 ROOT = os.environ.get("ZB_ROOT") or os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-from run_progress import Planned, Progress, RowCounter, clock, plan_lines, span, summary_lines  # noqa: E402
+from run_progress import (Planned, Progress, RowCounter, benchmarks_in_json, clock, plan_lines, span,  # noqa: E402
+                          summary_lines)
 
 CONSOLE = """\
 2025-01-01T00:00:00+00:00
@@ -41,6 +43,20 @@ def test_benchmarks_are_counted_once_each_from_the_console():
     assert [f.split()[0] for f in firsts][:3] == ["zero/stage:dp/params:2000000/manual_time",
                                                   "zero/stage:z1/params:2000000/manual_time", "plan/stage:z1"]
     assert "all_reduce/bytes:1024/manual_time" in firsts[3]  # coloured, as ranks under mpirun print
+
+
+def test_a_finished_run_is_counted_from_its_json(tmp_path):
+    # Two benchmarks, each with two repetitions and its aggregates: 2. The console's count of
+    # the same run can be one more, where another process's line split a row (run_progress).
+    rows = [{"name": f"{n}/manual_time{agg}", "run_name": f"{n}/manual_time"}
+            for n in ("all_reduce/bytes:1024", "all_gather/bytes:1024")
+            for agg in ("", "", "_mean", "_median", "_stddev", "_cv")]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"context": {}, "benchmarks": rows}))
+    assert benchmarks_in_json(path) == 2
+    path.write_text('{"context": {}, "benchmarks": [')  # cut short
+    assert benchmarks_in_json(path) is None
+    assert benchmarks_in_json(tmp_path / "none.json") is None
 
 
 def planned():
