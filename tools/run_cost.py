@@ -176,8 +176,9 @@ class Model:
             comp = compute_step_s(p, psi, layers, self.m)
             full = (max(comp, comm) if f.text("overlap", "on") == "on" else comp + comm) + update
             traced = 2 if f.has("trace") else 0
-            # timed, an untimed step and the traced one, then the split: 3 rounds per iteration, each an untimed step of its
-            # kind and a timed one (full, communication alone, compute alone)
+            # timed, an untimed step and the traced one, then the split: 3 rounds per iteration,
+            # each an untimed step of its kind and a timed one (full, communication alone,
+            # compute alone)
             t = (steps + traced + 2 * steps) * full + 2 * steps * (comm + update) + 2 * steps * comp
             t += setup + self.m["bench_s"]
             plain, quantized = self.quantized_split(f)
@@ -208,7 +209,8 @@ class Model:
                                2, bw)
             full = max(comp, comm) + update
             check = steps * m * psi_s * c["check_bytes"] / self.m["host_Bps"]
-            t = (steps + (2 if f.has("trace") else 0)) * full  # an untimed step, then the traced one + setup + check + self.m["bench_s"]
+            traced = 2 if f.has("trace") else 0  # an untimed step, then the traced one
+            t = (steps + traced) * full + setup + check + self.m["bench_s"]
             if split:
                 t += 2 * steps * full + 2 * steps * (comm + update) + 2 * steps * comp + 2 * steps * comm
             out.append((strategies, t))

@@ -1,7 +1,8 @@
 """A fake binary folder for the runner's tests: every zb_* binary of the run table as a small
 script that prints a Google Benchmark console table of ZB_STUB_ROWS benchmarks (with their
-repetitions and aggregates) and writes a results JSON of the same benchmarks, plus a fake mpirun that drops its own
-options and runs the program once, and a fake nvidia-smi that lists ZB_STUB_GPUS GPUs."""
+repetitions and aggregates) and writes a results JSON of the same benchmarks, plus a fake
+mpirun that drops its own options and runs the program once, and a fake nvidia-smi that lists
+ZB_STUB_GPUS GPUs."""
 
 import os
 import sys
