@@ -143,6 +143,23 @@ def test_the_default_run_is_sized_by_the_cost_model():
         assert total("quick", backend, ranks) < total("default", backend, ranks) < total("full", backend, ranks)
 
 
+def test_set_up_and_checks_count_once_and_a_trace_adds_steps():
+    # A host ten times slower at set-up and checks (host_Bps) makes every run longer; --trace,
+    # an untimed step and the traced one after the timed steps, adds the same either way, since
+    # a trace repeats neither.
+    for label in ("zero", "pipeline"):
+        r = TABLE.run(label)
+        argv = [a for a in r.argv("default", "mpi", "/r") if not a.startswith("--trace")]
+
+        def est(host_scale, extra):
+            machine = dict(TABLE.machine["mpi"], host_Bps=TABLE.machine["mpi"]["host_Bps"] * host_scale)
+            return run_cost.estimate(r.binary, argv + extra, r.launch, 2, 1, machine, TABLE.cost)[1]
+        trace = ["--trace=/r/t.json"]
+        assert est(0.1, []) > est(1, []), label
+        added = [est(scale, trace) - est(scale, []) for scale in (1, 0.1)]
+        assert added[0] > 0 and added[0] == pytest.approx(added[1], rel=1e-9), (label, added)
+
+
 def test_the_model_matches_the_full_runs_times_measured_here():
     # Today's default (now --full) on this 2-core machine, per run, as issue 22 measured it.
     measured = {"collectives": 99, "zero_wire": 175, "zero": 312, "zero_sweep": 1888, "optimizer": 536}
