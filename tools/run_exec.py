@@ -122,8 +122,8 @@ class Runner:
         done = counter.done
         if rc == 0 and self.table.cost.get(run.binary, {}).get("counted_at_exit"):
             done = p.benchmarks  # prints no Google Benchmark table (zb_plan): counted as it ends
-        elif rc == 0 and json_path and run_progress.benchmarks_in_json(json_path) is not None:
-            done = run_progress.benchmarks_in_json(json_path)  # the file over the console's count
+        elif rc == 0 and json_path and (in_json := run_progress.benchmarks_in_json(json_path)) is not None:
+            done = in_json  # the file over the console's count
         self.progress.done[run.label] = done
         self.progress.finished[run.label] = seconds
         status = "ok" if rc == 0 else "failed"

@@ -53,9 +53,9 @@ class RowCounter:
 def benchmarks_in_json(path):
     """The benchmarks a finished run's Google Benchmark JSON holds, each once (its repetitions
     and aggregates share its run_name); None where the file cannot be read. What the run did,
-    where the console's count can be thrown off: a line of another process landing inside a
-    row (ranks under mpirun share one terminal) splits it, and its second half reads as a new
-    name."""
+    where the console's count can be thrown off: another process's output landing inside a
+    row (the ranks' and mpirun's own share mpirun's output) splits it, and its second half
+    reads as a new name."""
     try:
         with open(path, encoding="utf-8") as f:
             rows = json.load(f)["benchmarks"]

@@ -38,7 +38,7 @@ for i in range(int(os.environ.get("ZB_STUB_ROWS", "2"))):
         for agg in ("mean", "median", "stddev"):
             print(f"{name}/case:{i}/manual_time_{agg}      1.5 us          2.0 us            3 wrong=0")
         print(f"{name}/case:{i}/manual_time_cv      1.00 %          1.00 %            3 wrong=0")
-if os.environ.get("ZB_STUB_SPLIT_ROW"):  # another process's line inside a row, as ranks sharing a terminal
+if os.environ.get("ZB_STUB_SPLIT_ROW"):  # another process's output inside a row, as under mpirun
     print(f"{name}/case:0/manu[vm:1234] a line of another process")
     print("al_time      1.5 us          2.0 us            3 wrong=0")
 print()

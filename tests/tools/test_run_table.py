@@ -143,7 +143,7 @@ def test_the_default_run_is_sized_by_the_cost_model():
         assert total("quick", backend, ranks) < total("default", backend, ranks) < total("full", backend, ranks)
 
 
-def test_set_up_and_checks_count_once_and_a_trace_adds_steps():
+def test_a_slower_host_lengthens_each_run_and_a_trace_adds_steps():
     # A host ten times slower at set-up and checks (host_Bps) makes every run longer; --trace,
     # an untimed step and the traced one after the timed steps, adds the same either way, since
     # a trace repeats neither.
