@@ -52,14 +52,15 @@ class RowCounter:
 
 def benchmarks_in_json(path):
     """The benchmarks a finished run's Google Benchmark JSON holds, each once (its repetitions
-    and aggregates share its run_name); None where the file cannot be read. What the run did,
-    where the console's count can be thrown off: another process's output landing inside a
-    row (the ranks' and mpirun's own share mpirun's output) splits it, and its second half
+    and aggregates share its run_name), less any that ended in an error (`error_occurred`, as
+    the console's count leaves its row out); None where the file cannot be read. What the run
+    did, where the console's count can be thrown off: another process's output landing inside
+    a row (the ranks' and mpirun's own share mpirun's output) splits it, and its second half
     reads as a new name."""
     try:
         with open(path, encoding="utf-8") as f:
             rows = json.load(f)["benchmarks"]
-        return len({b.get("run_name", b["name"]) for b in rows})
+        return len({b.get("run_name", b["name"]) for b in rows if not b.get("error_occurred")})
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

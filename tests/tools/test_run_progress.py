@@ -54,6 +54,10 @@ def test_a_finished_run_is_counted_from_its_json(tmp_path):
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"context": {}, "benchmarks": rows}))
     assert benchmarks_in_json(path) == 2
+    # One more that ended in an error is not a benchmark done; one without a run_name is its name.
+    failed = {"name": "x/manual_time", "run_name": "x/manual_time", "error_occurred": True}
+    path.write_text(json.dumps({"context": {}, "benchmarks": rows + [failed, {"name": "y/manual_time"}]}))
+    assert benchmarks_in_json(path) == 3
     path.write_text('{"context": {}, "benchmarks": [')  # cut short
     assert benchmarks_in_json(path) is None
     assert benchmarks_in_json(tmp_path / "none.json") is None
