@@ -40,8 +40,12 @@ class Options:
 
 
 def usage(table):
-    files = "\n".join(textwrap.fill(r.about, 95, initial_indent=f"  {r.json:<19}", subsequent_indent=" " * 21)
-                      for r in table.runs if r.json)
+    def entry(name, about):  # a name too long for the column gets a line of its own
+        if len(name) < 19:
+            return textwrap.fill(about, 95, initial_indent=f"  {name:<19}", subsequent_indent=" " * 21)
+        return f"  {name}\n" + textwrap.fill(about, 95, initial_indent=" " * 21, subsequent_indent=" " * 21)
+
+    files = "\n".join(entry(r.json, r.about) for r in table.runs if r.json)
     tol = ", ".join(f"{k}={v}" for k, v in compare_rules.DEFAULT_TOLERANCES.items())
     labels = ", ".join(table.labels())
     reps = table.repetitions

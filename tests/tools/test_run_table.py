@@ -42,6 +42,17 @@ def test_the_table_validates_from_the_command_line():
     assert r.stdout.split() == TABLE.families()
 
 
+def test_run_alls_help_sets_every_results_file_apart_from_what_it_holds():
+    import run_all_options
+    lines = run_all_options.usage(TABLE).splitlines()
+    for name in [r.json for r in TABLE.runs if r.json]:
+        at = [i for i, line in enumerate(lines) if line.startswith(f"  {name}")]
+        assert len(at) == 1, name
+        rest = lines[at[0]][len(name) + 2:]
+        # the description starts past the name, after a gap, or on the next line
+        assert rest.startswith(" ") or (rest == "" and lines[at[0] + 1].startswith(" " * 21)), lines[at[0]]
+
+
 def test_every_run_has_arguments_for_every_size_and_backend():
     assert TABLE.sizes == ("quick", "default", "full") and TABLE.backends == ("mpi", "nccl")
     for run in TABLE.runs:
