@@ -2,7 +2,8 @@
 tolerance (plots/tolerances.py), with the reason the results files themselves give for it (a
 host that changed speed between the sweep and the step, a late rank, CPU ranks sharing cores,
 a late finish, the sweep's warm buffers, in-place gathers priced from one footprint short of
-their reuse distance, or the sweep's noise).
+their reuse distance, or the run's own noise: the measured step's repetitions and the sweep's
+bare calls).
 
 Reads what the C++ wrote and compares; it measures nothing.
 """
@@ -10,6 +11,7 @@ Reads what the C++ wrote and compares; it measures nothing.
 import math
 import os
 import re
+import statistics
 
 import gbjson
 import tolerances as tol
@@ -29,11 +31,49 @@ def _sweep(results, ctx):
 
 
 def _sweep_noise(runs):
-    """The largest |bare_repeat_ratio - 1| over a sweep's sizes (each size's median); NaN
-    without one."""
+    """How far a sweep's bare call moved between two runs of itself at a typical size: the median
+    over its sizes of |bare_repeat_ratio - 1| (each size's median); NaN without one. Not the
+    largest: over a hundred sizes one nearly always moves past 10% on a shared machine, which
+    says nothing of the sizes a stage's collectives were priced at."""
     ratios = [abs(p.value("bare_repeat_ratio") - 1) for p in gbjson.representative(runs).values()
               if finite(p.value("bare_repeat_ratio"))]
-    return max(ratios, default=math.nan)
+    return statistics.median(ratios) if ratios else math.nan
+
+
+def _moved_past_the_bar(m, exposed):
+    """Whether the measured step's repetitions spread further than the prediction's tolerance."""
+    if m is None or m.repetitions < 2:
+        return False
+    lo, hi = m.spread("exposed_comm_s" if exposed else "comm_s")
+    if not finite(lo, hi):
+        return False
+    if exposed:
+        return hi - lo > _exposed_allowed(m.value("exposed_comm_s"))
+    return lo > 0 and hi / lo - 1 > tol.PREDICTION_COMM_REL
+
+
+def _noise_why(m, exposed, sweep, sweep_runs):
+    """The run's own noise as the reason for an error, where it reaches the bar; "" where it
+    does not. Two measurements of it: the measured step's repetitions, and the sweep's bare
+    calls against themselves. One text for every stage of a run, so that they share a line
+    (each stage's range stands beside its error)."""
+    said = []
+    if _moved_past_the_bar(m, exposed):
+        said.append("the measured step's own repetitions spread further than the bar ([lowest, highest] beside each)")
+    noise = _sweep_noise(sweep_runs)
+    if finite(noise) and noise > tol.PREDICTION_COMM_REL:
+        said.append(f"the sweep's bare calls moved {noise:.0%} between two runs of the same call at a typical size "
+                    f"(the median over its sizes of `bare_repeat_ratio` in {sweep})")
+    return "; ".join(said) + ": this machine's noise is above the bar" if said else ""
+
+
+def _measured_range(results, p, exposed):
+    """" [lowest, highest]" of the measured step's repetitions, in ms; "" with one."""
+    m, _ = _measured_row(results, p.name)
+    if m is None or m.repetitions < 2:
+        return ""
+    lo, hi = m.spread("exposed_comm_s" if exposed else "comm_s")
+    return f" [{lo * 1e3:.2f}, {hi * 1e3:.2f}]" if finite(lo, hi) else ""
 
 
 def _short_cpu_gatherer(ctx, p, table, off_s):
@@ -112,7 +152,6 @@ def _exposed_allowed(measured):
 
 def _prediction_why(ctx, p, results, off_s, exposed, table=None):
     sweep, sweep_ctx, sweep_runs = _sweep(results, ctx)
-    noise = _sweep_noise(sweep_runs)
     # Before any reason of the model's: whether the sweep and the step ran on one host speed.
     # One text for every stage, so that their errors share a line: the host's own line (check_host)
     # gives each step's ratio.
@@ -127,7 +166,7 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
     if p.value("modelled") == 1:
         return ("some collectives were priced from a tier's fitted link, not read off the sweep (`modelled`: "
                 "more ranks or another node shape than swept)")
-    m, m_ctx = _measured_row(results, p.name) if exposed else (None, {})
+    m, m_ctx = _measured_row(results, p.name)
     skew = m.value("skew_wait_s") if m is not None else math.nan
     # The model predicts the skew that the kernels' rank_spread makes; older results have none.
     predicted_skew = p.value("skew_wait_s_predicted")
@@ -154,9 +193,8 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
         return (f"{late_finish * 1e3:.2f} ms of the measured exposed time came after another rank had "
                 "already finished the same collectives (`late_finish_wait_s`): this rank's own progress "
                 "was behind, on CPUs its communication thread waiting for a core (docs/predict.md)")
-    noisy = finite(noise) and noise > tol.PREDICTION_COMM_REL
-    noise_why = (f"the sweep's bare calls moved up to {noise:.0%} between two runs of the same call "
-                 f"(`bare_repeat_ratio` in {sweep}): this machine's noise is above the bar")
+    noise_why = _noise_why(m, exposed, sweep, sweep_runs)
+    noisy = bool(noise_why)
     if not exposed and _warm_gathers(ctx, p, table, sweep_ctx, off_s):
         warm = (f"on CPU ranks of one node {sweep or 'the sweep'} ran each size's calls on the same "
                 "buffers, warm in the caches, where the step's gathers each read their own layer's "
@@ -207,14 +245,16 @@ def check_prediction(ctx, p, results, table=None):
     c = p.value("comm_error")
     if finite(c) and abs(c) > tol.PREDICTION_COMM_REL:
         pm, mm = p.value("comm_s_predicted"), p.value("comm_s_measured")
-        times = f" ({pm * 1e3:.2f} ms predicted, {mm * 1e3:.2f} measured)" if finite(pm, mm) else ""
+        times = (f" ({pm * 1e3:.2f} ms predicted, {mm * 1e3:.2f}{_measured_range(results, p, False)} measured)"
+                 if finite(pm, mm) else "")
         yield (4, f"communication predicted more than {tol.PREDICTION_COMM_REL:.0%} off (`comm_error`)",
                pct(c) + times,
                _prediction_why(ctx, p, results, pm - mm if finite(pm, mm) else math.nan, False, table))
     pe, me = p.value("exposed_comm_s_predicted"), p.value("exposed_comm_s_measured")
     if finite(pe, me) and abs(pe - me) > _exposed_allowed(me):
         e = p.value("exposed_error")
-        shown = (pct(e) + " " if finite(e) else "") + f"({pe * 1e3:.2f} ms predicted, {me * 1e3:.2f} measured)"
+        shown = (pct(e) + " " if finite(e) else "") + (f"({pe * 1e3:.2f} ms predicted, {me * 1e3:.2f}"
+                                                       f"{_measured_range(results, p, True)} measured)")
         yield (4, f"exposed communication predicted more than {tol.PREDICTION_EXPOSED_REL:.0%} off, or more than "
                f"{tol.PREDICTION_EXPOSED_ABS_S * 1e3:g} ms where under {tol.PREDICTION_EXPOSED_SMALL_S * 1e3:g} ms "
                "(`exposed_error`)", shown, _prediction_why(ctx, p, results, pe - me, True))
