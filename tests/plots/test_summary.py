@@ -134,6 +134,17 @@ def test_a_spread_collective_is_named_by_its_footprint(folder):
     assert "predict_sweep.json: spread over 4 MiB 1.50" in found[0]
 
 
+def test_a_slow_collective_says_what_it_adds_to_each_call(folder):
+    """1.12 over a bare call of 0.5 µs: 60 ns a call, beside the bare call's own repeat."""
+    rows = [row("all_gather/bytes:1024", 1.0, overhead_ratio=1.12, bare_time_s=5e-7, bare_repeat_ratio=0.97),
+            row("all_gather/bytes:16777216", 1.0, overhead_ratio=1.25, bare_time_s=4e-3, bare_repeat_ratio=1.0)]
+    write(folder / "collectives.json", doc(rows))
+    found = [line for line in checks(summarize(folder)) if "`overhead_ratio`" in line]
+    assert len(found) == 1, found
+    assert "1 KiB 1.12 (+60 ns a call; bare against itself 0.97)" in found[0]
+    assert "16 MiB 1.25 (+1.0 ms a call; bare against itself 1.00)" in found[0]
+
+
 def test_which_stages_fit_a_given_memory(folder):
     # 1e9 parameters: dp needs 16.004 GB, z1 7.004, z2 5.504, z3 4.004; 8 GiB is 8.59 GB.
     text = summarize(folder, "--fit-params=1G", "--fit-memory=8G")
