@@ -224,20 +224,48 @@ void Flags::set_default_text(const std::string& name, const std::string& text) {
     if (f.name == name) f.default_text = text;
 }
 
+namespace {
+
+// `text` filled into lines of at most `width` columns (a word longer than a line stands alone),
+// the first line starting at column `first`, the rest indented to `indent`.
+std::string wrap(const std::string& text, size_t first, size_t indent, size_t width = 100) {
+  std::istringstream words(text);
+  std::string out, word;
+  size_t col = first;
+  bool line_empty = true;
+  while (words >> word) {
+    if (!line_empty && col + 1 + word.size() > width) {
+      out += "\n" + std::string(indent, ' ');
+      col = indent;
+      line_empty = true;
+    }
+    if (!line_empty) out += ' ', ++col;
+    out += word;
+    col += word.size();
+    line_empty = false;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string Flags::usage() const {
+  constexpr size_t kColumn = 30;  // where each flag's description starts
   std::ostringstream out;
   out << "usage: " << program_ << " [flags]"
       << (benchmark_flags_ ? " [--benchmark_* flags of Google Benchmark]" : "") << "\n";
-  if (!summary_.empty()) out << summary_ << "\n";
+  if (!summary_.empty()) out << wrap(summary_, 0, 0) << "\n";
   out << "\nflags:\n";
   for (const auto& f : flags_) {
     std::string head = "  --" + f.name + (f.value_hint.empty() ? "" : "=" + f.value_hint);
     out << head;
-    if (head.size() < 30) out << std::string(30 - head.size(), ' ');
-    else out << "\n" << std::string(30, ' ');
-    out << f.help;
-    if (!f.default_text.empty()) out << " (default " << f.default_text << ")";
-    out << "\n";
+    if (head.size() < kColumn) out << std::string(kColumn - head.size(), ' ');
+    else out << "\n" << std::string(kColumn, ' ');
+    std::string help = f.help;
+    // A description that already says its default is not given a second one.
+    if (!f.default_text.empty() && help.find("(default") == std::string::npos)
+      help += " (default " + f.default_text + ")";
+    out << wrap(help, kColumn, kColumn) << "\n";
   }
   return out.str();
 }

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "harness/driver/flags.h"
 #include "harness/driver/sweep.h"
@@ -164,4 +167,41 @@ TEST(Pattern, SumsStayExactInBf16) {
   // Values depend on both rank and index, so a shifted or swapped block is caught.
   EXPECT_NE(zb::pattern_value(0, 0, 4), zb::pattern_value(1, 0, 4));
   EXPECT_NE(zb::pattern_value(0, 0, 4), zb::pattern_value(0, 1, 4));
+}
+
+// --help fits a terminal: every line within 100 columns, a description's continuation lines at
+// column 30, every word kept in order, and a description that names its own default is not
+// given a second one.
+TEST(Flags, HelpWrapsEachDescriptionUnderItsColumn) {
+  std::string words;
+  for (int i = 0; i < 60; ++i) words += (i ? " " : "") + std::string("word") + std::to_string(i);
+  int64_t n = 3, m = 0;
+  std::string s = "x";
+  zb::Flags f("prog", words);
+  f.add_int("count", &n, words, 0, 10);
+  f.add_int("slots", &m, "how many (default 0: as many as fit)", 0, 10);
+  f.add_string("a-flag-name-longer-than-its-column", &s, "short");
+  const std::string text = f.usage();
+  std::istringstream lines(text);
+  std::string line, joined;
+  std::vector<std::string> all;
+  while (std::getline(lines, line)) {
+    EXPECT_LE(line.size(), 100u) << line;
+    all.push_back(line);
+  }
+  // The --count entry: its head line, then continuation lines indented to column 30.
+  size_t at = 0;
+  while (at < all.size() && all[at].rfind("  --count=N", 0) != 0) ++at;
+  ASSERT_LT(at, all.size());
+  joined = all[at].substr(30);
+  for (size_t i = at + 1; i < all.size() && all[i].rfind(std::string(30, ' '), 0) == 0; ++i) {
+    EXPECT_NE(all[i][30], ' ') << all[i];
+    joined += " " + all[i].substr(30);
+  }
+  EXPECT_EQ(joined, words + " (default 3)");
+  EXPECT_NE(text.find("how many (default 0: as many as fit)\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("(default 0)"), std::string::npos) << text;
+  EXPECT_NE(text.find("  --a-flag-name-longer-than-its-column=TEXT\n" + std::string(30, ' ') + "short (default x)\n"),
+            std::string::npos)
+      << text;
 }
