@@ -14,7 +14,7 @@ import os
 
 import gbjson
 import summary_checks
-from summary_format import by_stage, count_text, fmt, load, ms, stage_order, table, value
+from summary_format import by_stage, count_text, finite, fmt, load, ms, stage_order, table, value
 
 LINES = 60  # the first screen, before any detail
 
@@ -126,7 +126,7 @@ def stages_section(results, man, fit_params=None, fit_memory=None):
         needs[stage] = need
         fit = memory is not None and not math.isnan(need) and need <= memory
         if fit:
-            fits.append((stage, value(t, "step_s")))
+            fits.append((stage, value(t, "step_s"), t.spread("step_s") if t is not None else (math.nan, math.nan)))
         rows.append([stage, f"{fmt(value(mem, 'bytes_per_param_measured'))} "
                             f"({fmt(value(mem, 'bytes_per_param_formula'))})",
                      f"{fmt(value(vol, 'volume_psi_measured'))} ({fmt(value(vol, 'volume_psi_accounted'))})",
@@ -150,8 +150,16 @@ def stages_section(results, man, fit_params=None, fit_memory=None):
     return out + [""]
 
 
+def _and(names):
+    """'a', 'a and b', 'a, b and c'."""
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def fit_line(fits, needs, memory, source, model, whose):
-    """fits: [(stage, step seconds)] of the stages that fit; needs: {stage: bytes per rank}."""
+    """fits: [(stage, step seconds, (lowest, highest) over the repetitions)] of the stages that
+    fit; needs: {stage: bytes per rank}. The fastest is the lowest median; a stage whose
+    repetitions reach into the fastest's range is named beside it, not ranked behind it."""
     if memory is None:
         return f"- **Which fits**: unknown, {source}; give `--fit-memory`."
     where = f"{_gib(memory)} per rank ({source})"
@@ -160,12 +168,22 @@ def fit_line(fits, needs, memory, source, model, whose):
         least = min(known, key=known.get) if known else None
         smallest = f": the smallest, {least}, needs {_gib(known[least])}" if least else ""
         return f"- **Which fits** {where}, {whose} model of {model}: none of the stages measured{smallest}."
-    timed = [(s, t) for s, t in fits if not math.isnan(t)]
-    best = min(timed, key=lambda st: st[1]) if timed else None
+    timed = [f for f in fits if not math.isnan(f[1])]
+    best = min(timed, key=lambda f: f[1]) if timed else None
     fastest = (f"; **fastest of them: {best[0]}** ({ms(best[1])} ms per step, at the run's model)"
                if best else "; no step time to rank them (no zero.json)")
+    if best:
+        top = best[2][1] if finite(best[2][1]) else best[1]
+        close = [f for f in timed if f is not best and (f[2][0] if finite(f[2][0]) else f[1]) <= top]
+        if close:
+            def spread(f):
+                return f"{ms(f[1])} [{ms(f[2][0])}, {ms(f[2][1])}]" if finite(*f[2]) and f[2][0] < f[2][1] else ms(f[1])
+
+            fastest = (f"; **fastest of them: {best[0]}** ({spread(best)} ms per step over the repetitions, at the "
+                       f"run's model), but {_and(f'{f[0]} ({spread(f)})' for f in close)} reached into that range: "
+                       "this run does not tell them apart")
     return (f"- **Which fits** {where}, {whose} model of {model}, state only: "
-            f"{', '.join(s for s, _ in fits)}{fastest}.")
+            f"{', '.join(f[0] for f in fits)}{fastest}.")
 
 
 def figures_section(results):

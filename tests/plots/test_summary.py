@@ -147,14 +147,27 @@ def test_a_slow_collective_says_what_it_adds_to_each_call(folder):
 
 def test_which_stages_fit_a_given_memory(folder):
     # 1e9 parameters: dp needs 16.004 GB, z1 7.004, z2 5.504, z3 4.004; 8 GiB is 8.59 GB.
+    write(folder / "zero.json", zero(z1={"step_s": 0.0129}))
     text = summarize(folder, "--fit-params=1G", "--fit-memory=8G")
     line = next(line for line in first_screen(text) if line.startswith("- **Which fits**"))
     assert "8 GiB per rank (given), given model of 1B parameters" in line
-    assert "state only: z1, z2, z3; **fastest of them: z2** (12.50 ms per step" in line
+    # z2's three repetitions took 11 to 13 ms; z1's one, 12.9 ms, reaches into that range, z3's
+    # 15 does not.
+    assert ("state only: z1, z2, z3; **fastest of them: z2** (12.50 [11.00, 13.00] ms per step over the "
+            "repetitions, at the run's model), but z1 (12.90) reached into that range: this run "
+            "does not tell them apart.") in line, line
     assert [r[-1] for r in stage_rows(text).values()] == ["no", "yes", "yes", "yes"]
     line = next(line for line in first_screen(summarize(folder, "--fit-params=1G", "--fit-memory=3G"))
                 if line.startswith("- **Which fits**"))
     assert line.endswith("none of the stages measured: the smallest, z3, needs 3.73 GiB.")
+
+
+def test_the_fastest_stands_alone_where_no_other_reaches_its_range(folder):
+    # z1 at 14 ms: above z2's highest repetition (13 ms), so z2 is the fastest on its own.
+    write(folder / "zero.json", zero(z1={"step_s": 0.014}))
+    line = next(line for line in first_screen(summarize(folder, "--fit-params=1G", "--fit-memory=8G"))
+                if line.startswith("- **Which fits**"))
+    assert line.endswith("**fastest of them: z2** (12.50 ms per step, at the run's model)."), line
 
 
 def test_which_stages_fit_this_machine(folder):
