@@ -68,12 +68,13 @@ def _noise_why(m, exposed, sweep, sweep_runs):
 
 
 def _measured_range(results, p, exposed):
-    """" [lowest, highest]" of the measured step's repetitions, in ms; "" with one."""
+    """" [lowest, highest]" of the measured step's repetitions, in ms; "" where they agree or
+    there is one."""
     m, _ = _measured_row(results, p.name)
     if m is None or m.repetitions < 2:
         return ""
     lo, hi = m.spread("exposed_comm_s" if exposed else "comm_s")
-    return f" [{lo * 1e3:.2f}, {hi * 1e3:.2f}]" if finite(lo, hi) else ""
+    return f" [{lo * 1e3:.2f}, {hi * 1e3:.2f}]" if finite(lo, hi) and lo < hi else ""
 
 
 def _short_cpu_gatherer(ctx, p, table, off_s):
@@ -150,7 +151,10 @@ def _exposed_allowed(measured):
     return tol.PREDICTION_EXPOSED_REL * measured
 
 
-def _prediction_why(ctx, p, results, off_s, exposed, table=None):
+def _prediction_why(ctx, p, results, off_s, exposed, table=None, notes=None):
+    """The reason for a prediction's error, one text for every stage it fits so that they share a
+    line; a stage's own figures for it go into `notes`, to stand beside that stage's error."""
+    notes = [] if notes is None else notes
     sweep, sweep_ctx, sweep_runs = _sweep(results, ctx)
     # Before any reason of the model's: whether the sweep and the step ran on one host speed.
     # One text for every stage, so that their errors share a line: the host's own line (check_host)
@@ -183,12 +187,15 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
     late_finish = m.value("late_finish_wait_s") if m is not None else math.nan
     shared = _cores_outnumbered(m, m_ctx) if m is not None else None
     if exposed and shared and finite(off_s) and off_s < 0:
-        after = (f"; {late_finish * 1e3:.2f} ms of its exposed time came after another rank had finished the "
-                 "same collectives (`late_finish_wait_s`)" if finite(late_finish) and late_finish > 0 else "")
+        after = ""
+        if finite(late_finish):  # zero too, so that the stages of a run share the text
+            notes.append(f"late finish {late_finish * 1e3:.2f} ms")
+            after = ("; the late finish beside a stage is the part of its exposed time that came after another "
+                     "rank had finished the same collectives (`late_finish_wait_s`)")
         return (f"{shared[0]:.0f} CPU ranks shared {shared[1]:.0f} cores: the model runs the collectives "
                 "on the cores the ranks' compute leaves and has the last ranks finish a blocking one after "
                 "the first ones' busy spell, but a rank waiting for a core waits the scheduler's delay, "
-                f"which differs from run to run{after} (docs/predict.md)" + _amplified(p))
+                f"which differs from run to run{after} (docs/predict.md)" + _amplified(p, notes))
     if exposed and finite(late_finish, off_s) and off_s < 0 and late_finish >= abs(off_s) / 2:
         return (f"{late_finish * 1e3:.2f} ms of the measured exposed time came after another rank had "
                 "already finished the same collectives (`late_finish_wait_s`): this rank's own progress "
@@ -212,7 +219,7 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None):
         return noise_why
     if exposed:
         return (NO_CAUSE + " (`zb_predict --measured=... --explain` lines the step up against its trace)"
-                + _amplified(p))
+                + _amplified(p, notes))
     return NO_CAUSE + (" (`zb_zero --trace-round=comm` traces the round with communication alone; "
                        "`zb_predict --measured=... --explain` lines it up against the replay)")
 
@@ -245,29 +252,36 @@ def check_prediction(ctx, p, results, table=None):
     c = p.value("comm_error")
     if finite(c) and abs(c) > tol.PREDICTION_COMM_REL:
         pm, mm = p.value("comm_s_predicted"), p.value("comm_s_measured")
-        times = (f" ({pm * 1e3:.2f} ms predicted, {mm * 1e3:.2f}{_measured_range(results, p, False)} measured)"
-                 if finite(pm, mm) else "")
+        notes = []
+        why = _prediction_why(ctx, p, results, pm - mm if finite(pm, mm) else math.nan, False, table, notes)
+        times = (f" ({pm * 1e3:.2f} ms predicted, {mm * 1e3:.2f}{_measured_range(results, p, False)} measured"
+                 f"{''.join('; ' + n for n in notes)})" if finite(pm, mm) else "")
         yield (4, f"communication predicted more than {tol.PREDICTION_COMM_REL:.0%} off (`comm_error`)",
-               pct(c) + times,
-               _prediction_why(ctx, p, results, pm - mm if finite(pm, mm) else math.nan, False, table))
+               pct(c) + times, why)
     pe, me = p.value("exposed_comm_s_predicted"), p.value("exposed_comm_s_measured")
     if finite(pe, me) and abs(pe - me) > _exposed_allowed(me):
         e = p.value("exposed_error")
+        notes = []
+        why = _prediction_why(ctx, p, results, pe - me, True, notes=notes)
         shown = (pct(e) + " " if finite(e) else "") + (f"({pe * 1e3:.2f} ms predicted, {me * 1e3:.2f}"
-                                                       f"{_measured_range(results, p, True)} measured)")
+                                                       f"{_measured_range(results, p, True)} measured"
+                                                       f"{''.join('; ' + n for n in notes)})")
         yield (4, f"exposed communication predicted more than {tol.PREDICTION_EXPOSED_REL:.0%} off, or more than "
                f"{tol.PREDICTION_EXPOSED_ABS_S * 1e3:g} ms where under {tol.PREDICTION_EXPOSED_SMALL_S * 1e3:g} ms "
-               "(`exposed_error`)", shown, _prediction_why(ctx, p, results, pe - me, True))
+               "(`exposed_error`)", shown, why)
 
 
-def _amplified(p):
+def _amplified(p, notes):
     """Where the predicted exposed time moves further than the collectives' times do (zb_predict's
     exposed_per_comm above 1: the stream's backlog gains on compute), the error in the
-    collectives' times while compute runs that the exposed error amounts to; else "". Said
-    only where the reason given leaves the collectives' times open (ranks sharing cores, no
-    cause known), not beside a reason that is not theirs (two hosts, a late rank)."""
+    collectives' times while compute runs that the exposed error amounts to, into `notes`, and
+    the sentence that reads it; else "". Said only where the reason given leaves the
+    collectives' times open (ranks sharing cores, no cause known), not beside a reason that is
+    not theirs (two hosts, a late rank)."""
     k, exposed_error = p.value("exposed_per_comm"), p.value("exposed_error")
     if not (finite(k, exposed_error) and k > 1):
         return ""
-    return (f"; here the exposed time moves {k:.1f} times as far as the collectives' times (`exposed_per_comm`): "
-            f"to first order, collectives {pct(exposed_error / k)} off while compute runs make this error")
+    notes.append(f"per comm {k:.1f}: collectives {pct(exposed_error / k)}")
+    return ("; `per comm` beside a stage: its exposed time moves that many times as far as its collectives' "
+            "times (`exposed_per_comm`), so that, to first order, collectives off by the share after it while "
+            "compute ran make its error")

@@ -81,10 +81,10 @@ def test_an_exposed_time_that_moves_further_than_the_collectives_says_how_far(fo
     assert len(found) == 3, found
     z2 = next(f for f in found if " z2 " in f)
     assert "no cause known" in z2
-    assert ("moves 4.0 times as far as the collectives' times (`exposed_per_comm`): to first order, "
-            "collectives -10.0% off while compute runs make this error") in z2
+    assert "z2 -40.0% (6.00 ms predicted, 10.00 measured; per comm 4.0: collectives -10.0%)" in z2
+    assert "`per comm` beside a stage: its exposed time moves that many times as far" in z2
     dp = next(f for f in found if " dp " in f)
-    assert "no cause known" in dp and "exposed_per_comm" not in dp
+    assert "no cause known" in dp and "exposed_per_comm" not in dp and "dp -40.0% (6.00 ms predicted, 10.00 measured)" in dp
     z1 = next(f for f in found if " z1 " in f)
     assert "late rank" in z1 and "exposed_per_comm" not in z1
 
@@ -188,13 +188,21 @@ def test_ranks_that_outnumber_the_cores_are_the_reason_given(folder):
     found = findings(folder)
     assert len(found) == 1, found
     assert "4 CPU ranks shared 2 cores" in found[0] and "scheduler's delay" in found[0], found
-    assert "1.00 ms of its exposed time came after another rank had finished" in found[0], found
-    # With the exposed time moving twice as far as the collectives': -13.0% in them, said after.
+    assert "-26.0% (7.40 ms predicted, 10.00 measured; late finish 1.00 ms)" in found[0], found
+    assert "the late finish beside a stage is the part of its exposed time that came after" in found[0], found
+    # With the exposed time moving twice as far as the collectives': -13.0% in them, beside it.
+    # A second stage short for the same reason shares the line, each with its own figures.
+    both = zero(z1={"late_finish_wait_s": 0.001}, z2={"late_finish_wait_s": 0.0})
+    write(folder / "zero.json", dict(both, context=dict(both["context"], backend="mpi", num_cpus=2)))
     write(folder / "predict.json",
-          predicted(counters={"z1": {"exposed_per_comm": 2.0}}, z1=(0.004, 0.004, 0.0074, 0.010)))
+          predicted(counters={"z1": {"exposed_per_comm": 2.0}, "z2": {"exposed_per_comm": 3.0}},
+                    z1=(0.004, 0.004, 0.0074, 0.010), z2=(0.004, 0.004, 0.0070, 0.010)))
     found = findings(folder)
     assert len(found) == 1 and "scheduler's delay" in found[0], found
-    assert "moves 2.0 times as far" in found[0] and "collectives -13.0% off while compute runs" in found[0], found
+    assert "z1 -26.0% (7.40 ms predicted, 10.00 measured; late finish 1.00 ms; per comm 2.0: collectives -13.0%)" \
+        in found[0], found
+    assert "z2 -30.0% (7.00 ms predicted, 10.00 measured; late finish 0.00 ms; per comm 3.0: collectives -10.0%)" \
+        in found[0], found
     write(folder / "predict.json", predicted(z1=(0.004, 0.004, 0.0074, 0.010)))
     # 4 cores for the 4 ranks, or the ranks on GPUs (nccl): not the reason.
     for backend, cpus in (("mpi", 4), ("nccl", 2)):
