@@ -177,11 +177,12 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None, notes=None):
     beyond = skew - (predicted_skew if finite(predicted_skew) else 0.0)
     if exposed and finite(beyond, off_s) and off_s < 0 and beyond >= abs(off_s) / 2:
         late = m.value("late_rank")
-        who = f" (rank {late:.0f} most often)" if finite(late) and late >= 0 else ""
-        modelled = (f", {predicted_skew * 1e3:.2f} ms of it predicted from the kernels' `rank_spread`"
-                    if finite(predicted_skew) and predicted_skew > 0 else "")
-        return (f"{skew * 1e3:.2f} ms of the measured exposed time was waiting for a late rank{who} "
-                f"(`skew_wait_s`){modelled}: the ranks drifted apart more than their kernels' speeds say")
+        who = f", rank {late:.0f} most often" if finite(late) and late >= 0 else ""
+        notes.append(f"{skew * 1e3:.2f} ms waiting for a late rank{who}; "
+                     f"{(predicted_skew if finite(predicted_skew) else 0.0) * 1e3:.2f} ms of it predicted")
+        return ("the wait for a late rank beside a stage (`skew_wait_s`; the part predicted from the kernels' "
+                "`rank_spread` after it) is at least half its shortfall: the ranks drifted apart more than their "
+                "kernels' speeds say")
     # The model's wire is the transfer; a rank that finished its collectives after another had
     # (its communication thread without a core) waited for something the model does not have.
     late_finish = m.value("late_finish_wait_s") if m is not None else math.nan

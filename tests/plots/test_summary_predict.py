@@ -65,7 +65,8 @@ def test_outside_the_bars_each_is_named_with_its_reason(folder):
     assert "dp -50.0% (1.50 ms predicted, 3.00 measured)" in dp and "no cause known" in dp
     assert "--explain" in dp and "--trace-round" not in dp
     z1 = next(f for f in exposed if " z1 " in f)
-    assert "z1 -26.0% (7.40 ms predicted, 10.00 measured)" in z1 and "rank 1 most often" in z1
+    assert "z1 -26.0% (7.40 ms predicted, 10.00 measured; 2.50 ms waiting for a late rank" in z1
+    assert "rank 1 most often" in z1
 
 
 def test_an_exposed_time_that_moves_further_than_the_collectives_says_how_far(folder):
@@ -109,7 +110,9 @@ def test_a_late_rank_is_the_reason_given(folder):
     write(folder / "predict.json", predicted(z1=(0.004, 0.004, 0.0074, 0.010)))
     found = findings(folder)
     assert len(found) == 1, found
-    assert "2.50 ms of the measured exposed time was waiting for a late rank (rank 1 most often)" in found[0]
+    assert "(7.40 ms predicted, 10.00 measured; 2.50 ms waiting for a late rank, rank 1 most often; 0.00 ms of " \
+        "it predicted)" in found[0], found
+    assert "the wait for a late rank beside a stage (`skew_wait_s`" in found[0], found
 
 
 def test_a_late_finish_is_the_reason_given(folder):
@@ -239,7 +242,7 @@ def test_a_host_that_changed_speed_is_the_reason_given_first(folder):
                                                host_steady=1, reference_ratio=1.1))
     found = findings(folder)
     assert len(found) == 2 and not any("host_steady" in f for f in found), found
-    assert any("late rank (rank 1 most often)" in f for f in found), found
+    assert any("late rank, rank 1 most often" in f for f in found), found
 
 
 def test_stages_off_for_one_reason_share_a_line_whatever_their_ratios(folder):
@@ -300,8 +303,9 @@ def test_only_the_skew_the_model_did_not_predict_is_the_reason(folder):
                                                skew_wait_s_predicted=0.0002))
     found = findings(folder)
     assert len(found) == 1, found
-    assert "2.50 ms of the measured exposed time was waiting for a late rank (rank 1 most often)" in found[0]
-    assert "0.20 ms of it predicted from the kernels' `rank_spread`" in found[0]
+    assert "(7.40 ms predicted, 10.00 measured; 2.50 ms waiting for a late rank, rank 1 most often; 0.20 ms of " \
+        "it predicted)" in found[0], found
+    assert "the part predicted from the kernels' `rank_spread` after it" in found[0], found
 
 
 WARM = "stages that gather come out short"
