@@ -40,26 +40,31 @@ def _sweep_noise(runs):
     return statistics.median(ratios) if ratios else math.nan
 
 
-def _moved_past_the_bar(m, exposed):
-    """Whether the measured step's repetitions spread further than the prediction's tolerance."""
-    if m is None or m.repetitions < 2:
+def _spread_reaches(m, exposed, predicted):
+    """Whether the measured step's own repetitions reach the prediction: it lies within their
+    [lowest, highest] widened by the tolerance (10% each way for comm_s; for the exposed time
+    what the median's tolerance allows). Where it does, the error is no larger than the step
+    moved by itself."""
+    if m is None or m.repetitions < 2 or not finite(predicted):
         return False
     lo, hi = m.spread("exposed_comm_s" if exposed else "comm_s")
     if not finite(lo, hi):
         return False
     if exposed:
-        return hi - lo > _exposed_allowed(m.value("exposed_comm_s"))
-    return lo > 0 and hi / lo - 1 > tol.PREDICTION_COMM_REL
+        allowed = _exposed_allowed(m.value("exposed_comm_s"))
+        return lo - allowed <= predicted <= hi + allowed
+    return lo * (1 - tol.PREDICTION_COMM_REL) <= predicted <= hi * (1 + tol.PREDICTION_COMM_REL)
 
 
-def _noise_why(m, exposed, sweep, sweep_runs):
-    """The run's own noise as the reason for an error, where it reaches the bar; "" where it
+def _noise_why(m, exposed, sweep, sweep_runs, predicted):
+    """The run's own noise as the reason for an error, where it reaches the error; "" where it
     does not. Two measurements of it: the measured step's repetitions, and the sweep's bare
-    calls against themselves. One text for every stage of a run, so that they share a line
-    (each stage's range stands beside its error)."""
+    calls against themselves. One text for every stage it applies to, so that they share a
+    line (each stage's range stands beside its error)."""
     said = []
-    if _moved_past_the_bar(m, exposed):
-        said.append("the measured step's own repetitions spread further than the bar ([lowest, highest] beside each)")
+    if _spread_reaches(m, exposed, predicted):
+        said.append("the measured step's own repetitions ([lowest, highest] beside each), widened by the bar, "
+                    "reach the prediction")
     noise = _sweep_noise(sweep_runs)
     if finite(noise) and noise > tol.PREDICTION_COMM_REL:
         said.append(f"the sweep's bare calls moved {noise:.0%} between two runs of the same call at a typical size "
@@ -178,8 +183,9 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None, notes=None):
     if exposed and finite(beyond, off_s) and off_s < 0 and beyond >= abs(off_s) / 2:
         late = m.value("late_rank")
         who = f", rank {late:.0f} most often" if finite(late) and late >= 0 else ""
-        notes.append(f"{skew * 1e3:.2f} ms waiting for a late rank{who}; "
-                     f"{(predicted_skew if finite(predicted_skew) else 0.0) * 1e3:.2f} ms of it predicted")
+        notes.append(f"{skew * 1e3:.2f} ms waiting for a late rank{who}; " +
+                     (f"{predicted_skew * 1e3:.2f} ms of it predicted" if finite(predicted_skew)
+                      else "none predicted (no `skew_wait_s_predicted`)"))
         return ("the wait for a late rank beside a stage (`skew_wait_s`; the part predicted from the kernels' "
                 "`rank_spread` after it) is at least half its shortfall: the ranks drifted apart more than their "
                 "kernels' speeds say")
@@ -201,7 +207,8 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None, notes=None):
         return (f"{late_finish * 1e3:.2f} ms of the measured exposed time came after another rank had "
                 "already finished the same collectives (`late_finish_wait_s`): this rank's own progress "
                 "was behind, on CPUs its communication thread waiting for a core (docs/predict.md)")
-    noise_why = _noise_why(m, exposed, sweep, sweep_runs)
+    predicted = p.value("exposed_comm_s_predicted" if exposed else "comm_s_predicted")
+    noise_why = _noise_why(m, exposed, sweep, sweep_runs, predicted)
     noisy = bool(noise_why)
     if not exposed and _warm_gathers(ctx, p, table, sweep_ctx, off_s):
         warm = (f"on CPU ranks of one node {sweep or 'the sweep'} ran each size's calls on the same "

@@ -85,7 +85,8 @@ def test_an_exposed_time_that_moves_further_than_the_collectives_says_how_far(fo
     assert "z2 -40.0% (6.00 ms predicted, 10.00 measured; per comm 4.0: collectives -10.0%)" in z2
     assert "`per comm` beside a stage: its exposed time moves that many times as far" in z2
     dp = next(f for f in found if " dp " in f)
-    assert "no cause known" in dp and "exposed_per_comm" not in dp and "dp -40.0% (6.00 ms predicted, 10.00 measured)" in dp
+    assert "no cause known" in dp and "exposed_per_comm" not in dp
+    assert "dp -40.0% (6.00 ms predicted, 10.00 measured)" in dp
     z1 = next(f for f in found if " z1 " in f)
     assert "late rank" in z1 and "exposed_per_comm" not in z1
 
@@ -110,8 +111,9 @@ def test_a_late_rank_is_the_reason_given(folder):
     write(folder / "predict.json", predicted(z1=(0.004, 0.004, 0.0074, 0.010)))
     found = findings(folder)
     assert len(found) == 1, found
-    assert "(7.40 ms predicted, 10.00 measured; 2.50 ms waiting for a late rank, rank 1 most often; 0.00 ms of " \
-        "it predicted)" in found[0], found
+    # Results from before the model predicted skew have no skew_wait_s_predicted: not a zero.
+    assert "(7.40 ms predicted, 10.00 measured; 2.50 ms waiting for a late rank, rank 1 most often; none " \
+        "predicted (no `skew_wait_s_predicted`))" in found[0], found
     assert "the wait for a late rank beside a stage (`skew_wait_s`" in found[0], found
 
 
@@ -141,27 +143,36 @@ def spread_z2(doc_, metric, values):
 
 
 def test_the_steps_own_spread_is_the_noise_given_and_stands_beside_its_error(folder):
-    # z2's comm_s ranged 4.0 to 4.6 ms over its three repetitions (15%): predicted 4.8 against
-    # the 4.2 median is +14.3%, within what the step itself moved. dp's, one repetition, has no
-    # range to give: no cause known.
+    # z2's comm_s ranged 4.0 to 4.6 ms over its three repetitions: predicted 4.8 against the
+    # 4.2 median is +14.3%, within that range widened by the 10% bar (up to 5.06). dp's, one
+    # repetition, has no range to give: no cause known.
     write(folder / "zero.json", spread_z2(zero(), "comm_s", (0.0040, 0.0046, 0.0042)))
     write(folder / "predict.json", predicted(dp=(0.0046, 0.004, 0.003, 0.003), z2=(0.0048, 0.0042, 0.003, 0.003)))
     found = findings(folder)
     assert len(found) == 2, found
     z2 = next(f for f in found if " z2 " in f)
     assert "z2 +14.3% (4.80 ms predicted, 4.20 [4.00, 4.60] measured)" in z2 and NOISE in z2
-    assert "repetitions spread further than the bar" in z2
+    assert "repetitions ([lowest, highest] beside each), widened by the bar, reach the prediction" in z2
     dp = next(f for f in found if " dp " in f)
     assert "dp +15.0% (4.60 ms predicted, 4.00 measured)" in dp and "no cause known" in dp
-    # Within 10% over its repetitions (4.0 to 4.3 ms): the step's spread is no reason.
+    # 4.0 to 4.3 ms: widened by 10%, up to 4.73, short of 4.8: the step's spread is no reason.
     write(folder / "zero.json", spread_z2(zero(), "comm_s", (0.0040, 0.0043, 0.0042)))
     z2 = next(f for f in findings(folder) if " z2 " in f)
     assert "[4.00, 4.30]" in z2 and NOISE not in z2 and "no cause known" in z2
-    # Exposed: 1.0 to 2.5 ms (1.5 ms apart, 1 ms allowed under 4 ms) is past the bar.
+    # A spread that does not reach the error: predicted 10 ms against 4.0 to 4.6 is the model's.
+    write(folder / "zero.json", spread_z2(zero(), "comm_s", (0.0040, 0.0046, 0.0042)))
+    write(folder / "predict.json", predicted(z2=(0.010, 0.0042, 0.003, 0.003)))
+    z2 = findings(folder)[0]
+    assert "[4.00, 4.60]" in z2 and NOISE not in z2 and "no cause known" in z2, z2
+    # Exposed: 1.0 to 2.5 ms, widened by the 1 ms allowed under 4 ms, reach 3.4 predicted against
+    # the 2.0 median; 4.0 they do not.
     write(folder / "zero.json", spread_z2(zero(), "exposed_comm_s", (0.0010, 0.0025, 0.0020)))
-    write(folder / "predict.json", predicted(z2=(0.0042, 0.0042, 0.0035, 0.0020)))
+    write(folder / "predict.json", predicted(z2=(0.0042, 0.0042, 0.0034, 0.0020)))
     found = findings(folder)
     assert len(found) == 1 and "[1.00, 2.50] measured" in found[0] and NOISE in found[0], found
+    write(folder / "predict.json", predicted(z2=(0.0042, 0.0042, 0.0040, 0.0020)))
+    found = findings(folder)
+    assert len(found) == 1 and NOISE not in found[0], found
 
 
 @pytest.mark.parametrize("ratios,noisy", [
