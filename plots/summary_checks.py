@@ -183,9 +183,9 @@ def check_overhead(ctx, p):
 def _per_call(share, bare_s):
     """The time an overhead ratio adds to a call: '+66 ns', '+1.2 µs', '+3.4 ms'."""
     added = share * bare_s
-    for unit, scale in (("ns", 1e-9), ("µs", 1e-6), ("ms", 1e-3)):
-        if abs(added) < 1000 * scale or unit == "ms":
-            return f"{added / scale:+.{0 if unit == 'ns' else 1}f} {unit}"
+    for unit, scale, digits in (("ns", 1e-9, 0), ("µs", 1e-6, 1), ("ms", 1e-3, 1)):
+        if abs(round(added / scale, digits)) < 1000 or unit == "ms":  # rounded first: no "+1000 ns"
+            return f"{added / scale:+.{digits}f} {unit}"
 
 
 def _labeler(picks):

@@ -177,11 +177,14 @@ def fit_line(fits, needs, memory, source, model, whose):
         close = [f for f in timed if f is not best and (f[2][0] if finite(f[2][0]) else f[1]) <= top]
         if close:
             def spread(f):
-                return f"{ms(f[1])} [{ms(f[2][0])}, {ms(f[2][1])}]" if finite(*f[2]) and f[2][0] < f[2][1] else ms(f[1])
+                ranged = finite(*f[2]) and f[2][0] < f[2][1]
+                return f"{ms(f[1])} [{ms(f[2][0])}, {ms(f[2][1])}]" if ranged else ms(f[1])
 
-            fastest = (f"; **fastest of them: {best[0]}** ({spread(best)} ms per step over the repetitions, at the "
-                       f"run's model), but {_and(f'{f[0]} ({spread(f)})' for f in close)} reached into that range: "
-                       "this run does not tell them apart")
+            # With one repetition (or repetitions that agree) the fastest's range is its one time.
+            reach = "reached into that range" if finite(*best[2]) and best[2][0] < best[2][1] else "took no longer"
+            fastest = (f"; **fastest of them: {best[0]}** ({spread(best)} ms per step, lowest and highest repetition "
+                       f"in brackets, at the run's model), but {_and(f'{f[0]} ({spread(f)})' for f in close)} "
+                       f"{reach}: this run does not tell them apart")
     return (f"- **Which fits** {where}, {whose} model of {model}, state only: "
             f"{', '.join(f[0] for f in fits)}{fastest}.")
 

@@ -153,8 +153,8 @@ def test_which_stages_fit_a_given_memory(folder):
     assert "8 GiB per rank (given), given model of 1B parameters" in line
     # z2's three repetitions took 11 to 13 ms; z1's one, 12.9 ms, reaches into that range, z3's
     # 15 does not.
-    assert ("state only: z1, z2, z3; **fastest of them: z2** (12.50 [11.00, 13.00] ms per step over the "
-            "repetitions, at the run's model), but z1 (12.90) reached into that range: this run "
+    assert ("state only: z1, z2, z3; **fastest of them: z2** (12.50 [11.00, 13.00] ms per step, lowest and "
+            "highest repetition in brackets, at the run's model), but z1 (12.90) reached into that range: this run "
             "does not tell them apart.") in line, line
     assert [r[-1] for r in stage_rows(text).values()] == ["no", "yes", "yes", "yes"]
     line = next(line for line in first_screen(summarize(folder, "--fit-params=1G", "--fit-memory=3G"))
