@@ -227,22 +227,28 @@ void Flags::set_default_text(const std::string& name, const std::string& text) {
 namespace {
 
 // `text` filled into lines of at most `width` columns (a word longer than a line stands alone),
-// the first line starting at column `first`, the rest indented to `indent`.
+// the first line starting at column `first`, the rest indented to `indent`. A line break in
+// `text` is kept: each of its lines is filled on its own.
 std::string wrap(const std::string& text, size_t first, size_t indent, size_t width = 100) {
-  std::istringstream words(text);
-  std::string out, word;
+  std::istringstream paragraphs(text);
+  std::string out, paragraph;
   size_t col = first;
-  bool line_empty = true;
-  while (words >> word) {
-    if (!line_empty && col + 1 + word.size() > width) {
-      out += "\n" + std::string(indent, ' ');
-      col = indent;
-      line_empty = true;
+  for (bool first_paragraph = true; std::getline(paragraphs, paragraph); first_paragraph = false) {
+    if (!first_paragraph) out += "\n" + std::string(indent, ' '), col = indent;
+    std::istringstream words(paragraph);
+    std::string word;
+    bool line_empty = true;
+    while (words >> word) {
+      if (!line_empty && col + 1 + word.size() > width) {
+        out += "\n" + std::string(indent, ' ');
+        col = indent;
+        line_empty = true;
+      }
+      if (!line_empty) out += ' ', ++col;
+      out += word;
+      col += word.size();
+      line_empty = false;
     }
-    if (!line_empty) out += ' ', ++col;
-    out += word;
-    col += word.size();
-    line_empty = false;
   }
   return out;
 }
@@ -262,8 +268,11 @@ std::string Flags::usage() const {
     if (head.size() < kColumn) out << std::string(kColumn - head.size(), ' ');
     else out << "\n" << std::string(kColumn, ' ');
     std::string help = f.help;
-    // A description that already says its default is not given a second one.
-    if (!f.default_text.empty() && help.find("(default") == std::string::npos)
+    // A description that already says its default ("(default 0: ..." where the default is 0, or
+    // "(default: ..." for a value that stands for something else) is not given a second one.
+    const bool says_default = help.find("(default " + f.default_text) != std::string::npos ||
+                              help.find("(default:") != std::string::npos;
+    if (!f.default_text.empty() && !says_default)
       help += " (default " + f.default_text + ")";
     out << wrap(help, kColumn, kColumn) << "\n";
   }

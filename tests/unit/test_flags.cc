@@ -205,3 +205,19 @@ TEST(Flags, HelpWrapsEachDescriptionUnderItsColumn) {
             std::string::npos)
       << text;
 }
+
+// A line break the author put in a description is kept, and a word wider than the line stands
+// on a line of its own rather than being cut.
+TEST(Flags, HelpKeepsLineBreaksAndWholeWords) {
+  const std::string wide(120, 'w');
+  int64_t n = 1;
+  zb::Flags f("prog", "First line.\nSecond line.");
+  f.add_int("count", &n, "before " + wide + " after\nnext line", 0, 10);
+  const std::string text = f.usage();
+  EXPECT_NE(text.find("First line.\nSecond line.\n"), std::string::npos) << text;
+  const std::string pad(30, ' ');
+  EXPECT_NE(text.find("  --count=N" + std::string(19, ' ') + "before\n" + pad + wide + "\n" + pad + "after\n" + pad +
+                      "next line (default 1)\n"),
+            std::string::npos)
+      << text;
+}
