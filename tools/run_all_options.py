@@ -46,8 +46,15 @@ def usage(table):
         return f"  {name}\n" + textwrap.fill(about, 95, initial_indent=" " * 21, subsequent_indent=" " * 21)
 
     files = "\n".join(entry(r.json, r.about) for r in table.runs if r.json)
+    def indented(text):  # a generated list, filled under the descriptions' column
+        return textwrap.fill(text, 95, initial_indent=" " * 21, subsequent_indent=" " * 21)
+
+    only = textwrap.fill(f"run only these families: {', '.join(table.families())}", 95,
+                         initial_indent="  --only=A,B         ", subsequent_indent=" " * 21)
     tol = ", ".join(f"{k}={v}" for k, v in compare_rules.DEFAULT_TOLERANCES.items())
-    labels = ", ".join(table.labels())
+    defaults = indented(f"plots/compare_rules.py: gate {compare_rules.DEFAULT_GATE}, threshold "
+                        f"{compare_rules.DEFAULT_THRESHOLD}, {tol})")
+    labels = indented(f"({', '.join(table.labels())}), for example")
     reps = table.repetitions
     return f"""usage: ./run_all.sh [options]
 
@@ -86,7 +93,7 @@ options:
   --out=DIR          results folder (default results/<UTC stamp>_<host>)
   --repetitions=N    repeat every Google Benchmark benchmark N times (default per run size,
                      above): figures and summary.md show the median and the spread
-  --only=A,B         run only these families: {', '.join(table.families())}
+{only}
   --compare=DIR      compare this run with a baseline results folder (for example
                      results/baselines/<name>) through plots/compare.py; writes compare.md
                      into the results folder, prints it, and exits 1 on a regression
@@ -96,11 +103,11 @@ options:
   --tolerance=M=REL  compare the measured counter M as exact within a relative REL;
                      repeatable, REL 0 makes M bit-exact
                      (defaults of these three, shared with plots/compare.py, are in
-                     plots/compare_rules.py: gate {compare_rules.DEFAULT_GATE}, threshold {compare_rules.DEFAULT_THRESHOLD}, {tol})
+{defaults}
   --bin=DIR          run the binaries in DIR (for example another revision's build/bin) and
                      neither install nor build; tools/ab.sh runs both sides this way
   --extra-args=L=ARGS  append ARGS (split on spaces) to the command of the run labelled L only
-                     ({labels}), for example
+{labels}
                      --extra-args=collectives=--fault-slow=all_reduce:0.2; repeatable
   --no-figures       draw no figures (tools/ab.sh: its many small runs need only the JSON)
   --plan             print the plan and its estimate, then exit: nothing is installed, built

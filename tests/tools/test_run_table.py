@@ -42,9 +42,10 @@ def test_the_table_validates_from_the_command_line():
     assert r.stdout.split() == TABLE.families()
 
 
-def test_run_alls_help_sets_every_results_file_apart_from_what_it_holds():
+def test_run_alls_help_fits_a_terminal_and_sets_every_results_file_apart():
     import run_all_options
     lines = run_all_options.usage(TABLE).splitlines()
+    assert [line for line in lines if len(line) > 100] == []  # a terminal's width, generated lists included
     for name in [r.json for r in TABLE.runs if r.json]:
         at = [i for i, line in enumerate(lines) if line.startswith(f"  {name}")]
         assert len(at) == 1, name
