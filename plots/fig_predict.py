@@ -17,7 +17,7 @@ def predicted_vs_measured(runs, outdir):
     rank = fs.first_seen(t[0].params["stage"] for t in points)
     points.sort(key=lambda t: (rank[t[0].params["stage"]], t[3]))
     fig, ax = fs.new_figure()
-    values, rows = [], []
+    values, rows, labels = [], [], []
     for i, (_, _, label) in enumerate(PAIRS):
         mine = [t for t in points if t[3] == label]
         if not mine:
@@ -26,8 +26,7 @@ def predicted_vs_measured(runs, outdir):
         ys = [t[0].value(t[1]) for t in mine]
         style = fs.line_style(i)
         ax.scatter(xs, ys, marker=style["marker"], color=style["color"], label=label, zorder=3)
-        for (p, _, _, _), x, y in zip(mine, xs, ys):
-            ax.annotate(p.params["stage"], (x, y), textcoords="offset points", xytext=(3, 3), fontsize=5)
+        labels += [(p.params["stage"], x, y) for (p, _, _, _), x, y in zip(mine, xs, ys)]
         values += xs + ys
         rows += [[p.name, label, p.params["stage"], p.value(meas), p.value(pred)]
                  for (p, pred, meas, _) in mine]
@@ -41,5 +40,6 @@ def predicted_vs_measured(runs, outdir):
     ax.set_xlabel(f"measured per step ({unit})")
     ax.set_ylabel(f"predicted per step ({unit})")
     ax.legend()
+    fs.labels_apart(ax, labels)  # stages predicted alike share a point: their names must not
     return fs.save(fig, outdir, "predict_vs_measured",
                    ["benchmark", "series", "stage", "measured_s", "predicted_s"], rows)

@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on CI machines
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 WIDTH_IN = 3.5  # one column of a two-column paper
@@ -174,6 +175,67 @@ def cut_texts(fig, renderer=None):
     out += [repr(t.get_text()) for t in texts
             if t.get_visible() and t.get_text().strip() and past(t.get_window_extent(renderer))]
     return out
+
+
+# Where labels_apart tries a label, in points from its point and the text's alignment: beside it
+# above and below, right then left, then further up and down on the right.
+_SPOTS = ([(3, 3, "left", "bottom"), (3, -3, "left", "top"), (-3, 3, "right", "bottom"), (-3, -3, "right", "top")]
+          + [(3, 3 + 6 * k, "left", "bottom") for k in range(1, 6)]
+          + [(3, -3 - 6 * k, "left", "top") for k in range(1, 6)])
+
+
+def labels_apart(ax, labels, fontsize=5, marker_pt=3.0):
+    """Annotates each (text, x, y) beside its point, a label that would cover another point's
+    marker (`marker_pt` points each way) or a label placed before it moved to the next free spot
+    around its point (_SPOTS; the first where none is free). Points whose markers overlap share
+    one label ("z3, hsdp"). Call it once the axes' limits are set: it lays the figure out as
+    save() will."""
+    fig = ax.figure
+    fig.tight_layout(pad=0.3)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    half = renderer.points_to_pixels(marker_pt)
+    at = ax.transData.transform([(x, y) for _, x, y in labels]) if labels else []
+    # Points whose markers overlap read as one: their names go on one label, at the first.
+    merged, seen = [], set()
+    for i, (text, x, y) in enumerate(labels):
+        if i in seen:
+            continue
+        names = [text]
+        for j in range(i + 1, len(labels)):
+            if j not in seen and math.dist(at[i], at[j]) < 2 * half:
+                names.append(labels[j][0])
+                seen.add(j)
+        merged.append((", ".join(names), x, y))
+    labels = merged
+    markers = [Bbox.from_extents(px - half, py - half, px + half, py + half) for px, py in at]
+    placed = []
+    for text, x, y in labels:
+        own = ax.transData.transform((x, y))
+        others = placed + [m for m in markers if not (m.x0 < own[0] < m.x1 and m.y0 < own[1] < m.y1)]
+        for dx, dy, ha, va in _SPOTS:
+            note = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha, va=va,
+                               fontsize=fontsize)
+            box = note.get_window_extent(renderer)
+            if not any(box.overlaps(b) for b in others):
+                break
+            note.remove()
+        else:
+            dx, dy, ha, va = _SPOTS[0]
+            note = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha, va=va,
+                               fontsize=fontsize)
+            box = note.get_window_extent(renderer)
+        placed.append(box)
+
+
+def overlapping_texts(fig):
+    """The pairs of texts drawn inside a figure's axes (annotations) that cover each other."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = [t for ax in fig.axes for t in ax.texts if t.get_visible() and t.get_text().strip()]
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    return [(texts[i].get_text(), texts[j].get_text()) for i in range(len(texts)) for j in range(i + 1, len(texts))
+            if boxes[i].overlaps(boxes[j])]
 
 
 def save(fig, outdir, stem, header, rows):
