@@ -64,7 +64,26 @@ def _kind(tid, thread_name):
     return {0: "compute", 1: "comm", 2: "wait"}.get(tid, "other")
 
 
-def timeline(doc, outdir, stem="timeline"):
+def step_note(doc, timed=None):
+    """A line saying how typical the step drawn is: its exposed time (its slowest rank's, as the
+    timed steps count theirs: the trace's per-rank exposed_us) beside the timed steps' median and
+    [lowest, highest] (`timed`: seconds, from the results file the step was timed in); "" where
+    the trace gives no exposed time."""
+    ranks = [(e.get("args") or {}).get("exposed_us") for e in _events(doc)
+             if e.get("ph") == "M" and e.get("name") == "process_name"]
+    ranks = [v for v in ranks if _num(v)]
+    if not ranks:
+        return ""
+    note = f"exposed: this step {max(ranks) / 1e3:.2f} ms"
+    if timed and all(_num(v) for v in timed):
+        median, lo, hi = (v * 1e3 for v in timed)
+        note += f", timed steps {median:.2f} [{lo:.2f}, {hi:.2f}]"
+    return note
+
+
+def timeline(doc, outdir, stem="timeline", timed=None):
+    """The figure; `timed`: (median, lowest, highest) seconds of the timed steps' exposed time,
+    to say beside the step drawn (step_note)."""
     events = _events(doc)
     names = {(e.get("pid"), e.get("tid")): (e.get("args") or {}).get("name")
              for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"
@@ -107,7 +126,8 @@ def timeline(doc, outdir, stem="timeline"):
     ax.grid(axis="y", visible=False)
     ax.set_xlim(0, max(span_us, 1) * 1.01 / scale)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.set_xlabel(f"time since first event ({unit})")
+    note = step_note(doc, timed)
+    ax.set_xlabel(f"time since first event ({unit})" + (f"\n{note}" if note else ""))
     legend = LEGEND_SPLIT if "skew" in kinds else LEGEND
     handles = [mpatches.Patch(facecolor=look[k]["facecolors"], hatch=look[k]["hatch"],
                               edgecolor="black", linewidth=0.3, label=legend[k])

@@ -62,6 +62,25 @@ FIGURES = [
 ]
 
 
+def _timed_exposed(results, doc):
+    """(median, lowest, highest) of exposed_comm_s over the repetitions of the zero.json
+    benchmark whose step a zb_zero trace drew (its stage and quantization, as the trace names
+    them; the full step's round only), else None."""
+    meta = doc.get("zerobench") if isinstance(doc, dict) else None
+    path = os.path.join(results, "zero.json")
+    if not isinstance(meta, dict) or meta.get("round") != "step" or not os.path.isfile(path):
+        return None
+    try:
+        _, runs = gbjson.load_gb(path)
+    except gbjson.InputError:
+        return None
+    picks = [p for p in gbjson.representative(runs).values()
+             if "stage" in p.params and stage_table.config_label(p.params) == meta.get("stage")]
+    if len(picks) != 1:  # none, or several runs of one configuration: none to name
+        return None
+    return (picks[0].value("exposed_comm_s"), *picks[0].spread("exposed_comm_s"))
+
+
 def _jobs(results):
     """([(input name, figure name, draw(outdir))], notes) for figures whose input exists."""
     jobs, loaded, notes = [], {}, []
@@ -86,8 +105,9 @@ def _jobs(results):
         fig_trace.check(path, doc)
         # trace.json -> timeline, trace_z3.json -> timeline_z3
         stem = "timeline" + fname[len("trace"):-len(".json")]
+        timed = _timed_exposed(results, doc)
         jobs.append((fname, f"fig_trace.timeline ({fname})",
-                     lambda out, d=doc, s=stem: fig_trace.timeline(d, out, s)))
+                     lambda out, d=doc, s=stem, t=timed: fig_trace.timeline(d, out, s, t)))
     return jobs, notes
 
 
