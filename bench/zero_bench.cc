@@ -21,6 +21,11 @@ namespace zb {
 // apart as that step's end left them (a barrier there hid a straggler's wait; on 4 ranks
 // sharing 2 cores, most of dp's exposed time). Issue times are recorded from the untimed step
 // on, so that a wait for a collective it left in flight is split at its last issue too.
+// kTraceCandidates steps run so, back to back, and the one drawn is the one whose exposed time
+// (its slowest rank's, as the timed steps count theirs) is their median: one step is one
+// sample, and a step with a rank's layer 7 ms late (seen on the 2-core VM) draws no typical one.
+constexpr int kTraceCandidates = 3;
+
 static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, const std::string& path,
                           double clock_offset_s, bool comm_only) {
   if (comm_only) {
@@ -30,15 +35,35 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
   }
   d.comm().set_record_times(true);
   ZB_RETURN_IF_ERROR(z.step());
-  size_t first = d.comm().traffic().size();
-  z.trace().clear();
+  struct Candidate {
+    std::vector<TraceSpan> spans;
+    std::vector<WaitRecord> waits;
+    size_t first = 0, end = 0;  // its collectives' traffic-log entries
+    double start = 0, exposed = 0;
+  };
+  std::vector<Candidate> candidates(kTraceCandidates);
   z.trace().enable(true);
-  const double start = now_seconds();
-  ZB_RETURN_IF_ERROR(z.step());
+  for (Candidate& c : candidates) {
+    z.trace().clear();
+    c.first = d.comm().traffic().size();
+    c.start = now_seconds();
+    ZB_RETURN_IF_ERROR(z.step());
+    c.end = d.comm().traffic().size();
+    c.spans = z.trace().spans();
+    c.waits = z.waits().step_waits();
+    c.exposed = z.last_exposed_s();
+  }
   ZB_RETURN_IF_ERROR(z.finish());
   z.set_mode(StepMode::full);
-  const double origin = shared_origin(d, start, clock_offset_s);
-  z.add_comm_spans(first, origin);
+  // Every rank picks the same step: the median of the candidates' slowest-rank exposed times.
+  std::vector<std::pair<double, int>> slowest;
+  for (int k = 0; k < kTraceCandidates; ++k)
+    slowest.push_back({d.max_over_ranks(candidates[size_t(k)].exposed), k});
+  std::sort(slowest.begin(), slowest.end());
+  const Candidate& drawn = candidates[size_t(slowest[slowest.size() / 2].second)];
+  z.trace().spans() = drawn.spans;
+  const double origin = shared_origin(d, drawn.start, clock_offset_s);
+  z.add_comm_spans(drawn.first, origin, drawn.end);
   z.trace().enable(false);
   d.comm().set_record_times(false);
   std::vector<CollRecord> recs = d.comm().traffic().records();
@@ -46,14 +71,25 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
   if (z.waits().host_waits()) {
     LastIssue last;
     ZB_RETURN_IF_ERROR(last_issues(d, recs, clock_offset_s, &last));
-    split_wait_spans(z.waits().step_waits(), last, &z.trace().spans());
+    split_wait_spans(drawn.waits, last, &z.trace().spans());
   }
   // The traffic log's own count of the step's collectives, so a reader can check that the
   // trace holds every one of them.
   int counts[4] = {0, 0, 0, 0};
-  for (size_t i = first; i < recs.size(); ++i) ++counts[int(recs[i].op)];
+  for (size_t i = drawn.first; i < drawn.end; ++i) ++counts[int(recs[i].op)];
+  // The candidates' slowest-rank exposed times, in the order they ran: the drawn one's is their
+  // median.
+  std::string tried;
+  std::vector<std::pair<double, int>> in_order(slowest);
+  std::sort(in_order.begin(), in_order.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  for (const auto& [seconds, k] : in_order) {
+    char us[32];
+    std::snprintf(us, sizeof us, "%s%.3f", k ? ", " : "", seconds * 1e6);
+    tried += us;
+  }
   std::string meta = "\"stage\": \"" + stage + "\", \"round\": \"" + (comm_only ? "comm" : "step") +
-                     "\", \"ranks\": " + std::to_string(d.size()) + ", \"collectives\": {";
+                     "\", \"ranks\": " + std::to_string(d.size()) + ", \"candidates_exposed_us\": [" + tried +
+                     "], \"collectives\": {";
   // All-to-all only where the step issued one (qgZ): an unquantized step's trace reads as
   // zb_predict's replay of it, which knows the three others.
   for (Coll c : {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather, Coll::all_to_all})
@@ -62,7 +98,7 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
               std::to_string(counts[int(c)]);
   // Each rank's exposed communication of this step, which its wait spans add up to.
   char exposed[64];
-  std::snprintf(exposed, sizeof exposed, "\"exposed_us\": %.3f", z.last_exposed_s() * 1e6);
+  std::snprintf(exposed, sizeof exposed, "\"exposed_us\": %.3f", drawn.exposed * 1e6);
   return d.write_trace(path, z.trace().spans(), origin, meta + "}", exposed);
 }
 

@@ -175,8 +175,9 @@ class Model:
         for p in points:
             comp = compute_step_s(p, psi, layers, self.m)
             full = (max(comp, comm) if f.text("overlap", "on") == "on" else comp + comm) + update
-            traced = 2 if f.has("trace") else 0
-            # timed, an untimed step and the traced one, then the split: 3 rounds per iteration,
+            # bench/zero_bench.cc's kTraceCandidates: the step drawn is the median of 3
+            traced = 1 + 3 if f.has("trace") else 0
+            # timed, an untimed step and the traced candidates, then the split: 3 rounds per iteration,
             # each an untimed step of its kind and a timed one (full, communication alone,
             # compute alone)
             t = (steps + traced + 2 * steps) * full + 2 * steps * (comm + update) + 2 * steps * comp

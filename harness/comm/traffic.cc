@@ -1,6 +1,7 @@
 // Traffic: collective accounting and the socket write counter.
 #include "harness/comm/traffic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -174,9 +175,9 @@ bool socket_transport(const std::string& backend, int ranks, std::string* why_no
 }
 
 void add_comm_spans(Trace& trace, const TrafficLog& log, size_t first, double origin_s,
-                    const std::function<std::string(size_t)>& args) {
+                    const std::function<std::string(size_t)>& args, size_t end) {
   std::vector<CollRecord> recs = log.records();
-  for (size_t i = first; i < recs.size(); ++i) {
+  for (size_t i = first; i < std::min(end, recs.size()); ++i) {
     if (recs[i].start_s < 0) continue;
     char issued[48];
     std::snprintf(issued, sizeof issued, "%.3f", (recs[i].issued_s - origin_s) * 1e6);

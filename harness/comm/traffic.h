@@ -95,12 +95,13 @@ class TrafficLog {
   std::vector<CollRecord> records_;
 };
 
-// Each timed collective of `log` from entry `first` on, as a span of the communication track:
-// its label, its log entry ("log", what a wait's "awaits" names), `args(i)` (the schedule's
-// own members for entry i, JSON object members), its bytes and when it was issued relative to
-// `origin_s` ("issued_us"). Collectives the backend did not time (NCCL: see Nsight) are left out.
+// Each timed collective of `log` from entry `first` up to `end` (excluded), as a span of the
+// communication track: its label, its log entry ("log", what a wait's "awaits" names),
+// `args(i)` (the schedule's own members for entry i, JSON object members), its bytes and when
+// it was issued relative to `origin_s` ("issued_us"). Collectives the backend did not time
+// (NCCL: see Nsight) are left out.
 void add_comm_spans(Trace& trace, const TrafficLog& log, size_t first, double origin_s,
-                    const std::function<std::string(size_t)>& args);
+                    const std::function<std::string(size_t)>& args, size_t end = SIZE_MAX);
 
 // Bytes this process has handed to write()/writev() so far (`wchar` in /proc/self/io):
 // over a socket transport that is exactly what a rank puts on the wire. Returns -1 when

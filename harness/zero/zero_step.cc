@@ -301,10 +301,10 @@ Status ZeroStep::gather_updated() {
   return comm_.synchronize();
 }
 
-void ZeroStep::add_comm_spans(size_t first, double origin_s) {
-  zb::add_comm_spans(trace_, comm_.traffic(), first, origin_s, [this](size_t i) {
-    return "\"unit\": " + std::to_string(i < log_unit_.size() ? log_unit_[i] : -1);
-  });
+void ZeroStep::add_comm_spans(size_t first, double origin_s, size_t end) {
+  zb::add_comm_spans(
+      trace_, comm_.traffic(), first, origin_s,
+      [this](size_t i) { return "\"unit\": " + std::to_string(i < log_unit_.size() ? log_unit_[i] : -1); }, end);
 }
 
 }  // namespace zb

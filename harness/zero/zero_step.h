@@ -74,9 +74,10 @@ class ZeroStep {
   void set_schedule_log(ScheduleLog* log) { schedule_ = log; }
   // Spans of the steps while tracing is on: compute scopes, waits of compute for
   // communication (host-timed ones), and every collective from the traffic log labelled with
-  // the unit it moved and when it was issued (microseconds after `origin_s`).
+  // the unit it moved and when it was issued (microseconds after `origin_s`), from log entry
+  // `first_log_index` up to `end_log_index`.
   Trace& trace() { return trace_; }
-  void add_comm_spans(size_t first_log_index, double origin_s);
+  void add_comm_spans(size_t first_log_index, double origin_s, size_t end_log_index = SIZE_MAX);
 
   const StageState& state() const { return *state_; }
   const FlatLayout& layout() const { return state_->layout(); }

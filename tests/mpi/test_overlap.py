@@ -175,6 +175,19 @@ def test_the_step_drawn_meets_a_straggler_as_the_timed_steps_do():
     assert spans(trace, 1, 0)[0]["ts"] > first_wait["ts"], (spans(trace, 1, 0)[0], first_wait)
 
 
+def test_the_step_drawn_is_the_median_of_its_candidates(traces):
+    # Three steps run back to back for the trace; the one drawn is the one whose slowest rank's
+    # exposed time is their median (one step is one sample). The trace lists the three in the
+    # order they ran; the ranks' exposed times are the drawn one's.
+    _, by_stage, _ = traces
+    for stage, trace in by_stage.items():
+        tried = trace["zerobench"]["candidates_exposed_us"]
+        assert len(tried) == 3, (stage, tried)
+        drawn = max(e["args"]["exposed_us"] for e in trace["traceEvents"]
+                    if e["ph"] == "M" and e["name"] == "process_name")
+        assert drawn == pytest.approx(sorted(tried)[1], abs=0.002), (stage, drawn, tried)
+
+
 def test_serialised_steps_never_overlap(traces):
     overlap, by_stage, _ = traces
     if overlap == "on":
