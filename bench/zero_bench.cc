@@ -21,20 +21,15 @@ namespace zb {
 // apart as that step's end left them (a barrier there hid a straggler's wait; on 4 ranks
 // sharing 2 cores, most of dp's exposed time). Issue times are recorded from the untimed step
 // on, so that a wait for a collective it left in flight is split at its last issue too.
-// kTraceCandidates steps run so, back to back, and the one drawn is the one whose exposed time
-// (its slowest rank's, as the timed steps count theirs) is their median: one step is one
-// sample, and a step with a rank's layer 7 ms late (seen on the 2-core VM) draws no typical one.
+// kTraceCandidates steps run so (the full step's back to back, each communication-alone pair
+// from its barrier), and the one drawn is the one whose exposed time (its slowest rank's, as
+// the timed steps count theirs) is their median: one step is one sample, and a step with a
+// rank's layer 7 ms late (seen on the 2-core VM) draws no typical one.
 constexpr int kTraceCandidates = 3;
 
 static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, const std::string& path,
                           double clock_offset_s, bool comm_only) {
-  if (comm_only) {
-    ZB_RETURN_IF_ERROR(d.comm().barrier());
-    ZB_RETURN_IF_ERROR(z.finish());
-    z.set_mode(StepMode::comm_only);
-  }
   d.comm().set_record_times(true);
-  ZB_RETURN_IF_ERROR(z.step());
   struct Candidate {
     std::vector<TraceSpan> spans;
     std::vector<WaitRecord> waits;
@@ -43,7 +38,16 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
   };
   std::vector<Candidate> candidates(kTraceCandidates);
   z.trace().enable(true);
-  for (Candidate& c : candidates) {
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    Candidate& c = candidates[k];
+    // The communication-alone round's pair from a barrier each time, as comm_s's rounds run; the
+    // full step's untimed one once, its candidates then back to back as the timed steps run.
+    if (comm_only) {
+      ZB_RETURN_IF_ERROR(d.comm().barrier());
+      ZB_RETURN_IF_ERROR(z.finish());
+      z.set_mode(StepMode::comm_only);
+    }
+    if (comm_only || k == 0) ZB_RETURN_IF_ERROR(z.step());
     z.trace().clear();
     c.first = d.comm().traffic().size();
     c.start = now_seconds();
