@@ -66,9 +66,10 @@ def _kind(tid, thread_name):
 
 def step_note(doc, timed=None):
     """A line saying how typical the step drawn is: its exposed time (its slowest rank's, as the
-    timed steps count theirs: the trace's per-rank exposed_us) beside the timed steps' median and
-    [lowest, highest] (`timed`: seconds, from the results file the step was timed in); "" where
-    the trace gives no exposed time."""
+    timed steps count theirs: the trace's per-rank exposed_us) beside the timed steps' (`timed`:
+    seconds, from the results file the step was timed in: the median and the lowest and highest
+    of its repetitions, each itself the median of its steps); "" where the trace gives no
+    exposed time."""
     ranks = [(e.get("args") or {}).get("exposed_us") for e in _events(doc)
              if e.get("ph") == "M" and e.get("name") == "process_name"]
     ranks = [v for v in ranks if _num(v)]
@@ -77,7 +78,9 @@ def step_note(doc, timed=None):
     note = f"exposed: this step {max(ranks) / 1e3:.2f} ms"
     if timed and all(_num(v) for v in timed):
         median, lo, hi = (v * 1e3 for v in timed)
-        note += f", timed steps {median:.2f} [{lo:.2f}, {hi:.2f}]"
+        note += f", timed steps {median:.2f} ms"
+        if lo < hi:  # a line of its own: one column's width
+            note += f"\n(their repetitions {lo:.2f} to {hi:.2f} ms)"
     return note
 
 

@@ -50,7 +50,9 @@ def test_the_step_drawn_is_set_beside_the_timed_steps():
     # Its slowest rank's exposed time, as the timed steps count theirs, beside their median and
     # range: here a step three times the timed median, which a reader should not take for typical.
     assert fig_trace.step_note(drawn_step(), (0.00255, 0.00065, 0.00364)) == \
-        "exposed: this step 8.55 ms, timed steps 2.55 [0.65, 3.64]"
+        "exposed: this step 8.55 ms, timed steps 2.55 ms\n(their repetitions 0.65 to 3.64 ms)"
+    assert fig_trace.step_note(drawn_step(), (0.00255, 0.00255, 0.00255)) == \
+        "exposed: this step 8.55 ms, timed steps 2.55 ms"  # one repetition: no range
     assert fig_trace.step_note(drawn_step()) == "exposed: this step 8.55 ms"
     assert fig_trace.step_note(trace(waits=True), (0.00255, 0.00065, 0.00364)) == ""  # no exposed_us
 
