@@ -186,33 +186,39 @@ _SPOTS = ([(3, 3, "left", "bottom"), (3, -3, "left", "top"), (-3, 3, "right", "b
 
 def labels_apart(ax, labels, fontsize=5, marker_pt=3.0):
     """Annotates each (text, x, y) beside its point, a label that would cover another point's
-    marker (`marker_pt` points each way) or a label placed before it moved to the next free spot
-    around its point (_SPOTS; the first where none is free). Points whose markers overlap share
-    one label ("z3, hsdp"). Call it once the axes' limits are set: it lays the figure out as
-    save() will."""
+    marker (`marker_pt` points each way), the legend or a label placed before it moved to the
+    next free spot around its point (_SPOTS; the first where none is free). Points whose markers
+    overlap, directly or through others, share one label ("z3, hsdp"), each name once. Call it
+    once the axes' limits are set: it lays the figure out as save() will, and the labels take no
+    part in a later layout, which would move the points under them."""
     fig = ax.figure
     fig.tight_layout(pad=0.3)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     half = renderer.points_to_pixels(marker_pt)
     at = ax.transData.transform([(x, y) for _, x, y in labels]) if labels else []
-    # Points whose markers overlap read as one: their names go on one label, at the first.
-    merged, seen = [], set()
-    for i, (text, x, y) in enumerate(labels):
-        if i in seen:
-            continue
-        names = [text]
+    # Groups of points whose markers overlap (union-find over every close pair), in input order.
+    group = list(range(len(labels)))
+
+    def root(i):
+        while group[i] != i:
+            group[i] = group[group[i]]
+            i = group[i]
+        return i
+    for i in range(len(labels)):
         for j in range(i + 1, len(labels)):
-            if j not in seen and math.dist(at[i], at[j]) < 2 * half:
-                names.append(labels[j][0])
-                seen.add(j)
-        merged.append((", ".join(names), x, y))
-    labels = merged
+            if math.dist(at[i], at[j]) < 2 * half:
+                group[max(root(i), root(j))] = min(root(i), root(j))
+    members = {}
+    for i in range(len(labels)):
+        members.setdefault(root(i), []).append(i)
     markers = [Bbox.from_extents(px - half, py - half, px + half, py + half) for px, py in at]
-    placed = []
-    for text, x, y in labels:
-        own = ax.transData.transform((x, y))
-        others = placed + [m for m in markers if not (m.x0 < own[0] < m.x1 and m.y0 < own[1] < m.y1)]
+    legend = ax.get_legend()
+    placed = [legend.get_window_extent(renderer)] if legend is not None else []
+    for first, mine in members.items():
+        text = ", ".join(dict.fromkeys(labels[i][0] for i in mine))
+        _, x, y = labels[first]
+        others = placed + [markers[i] for i in range(len(labels)) if i not in mine]
         for dx, dy, ha, va in _SPOTS:
             note = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha, va=va,
                                fontsize=fontsize)
@@ -225,6 +231,7 @@ def labels_apart(ax, labels, fontsize=5, marker_pt=3.0):
             note = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha, va=va,
                                fontsize=fontsize)
             box = note.get_window_extent(renderer)
+        note.set_in_layout(False)
         placed.append(box)
 
 

@@ -52,3 +52,27 @@ def test_labels_apart_cover_nothing_and_stay_beside_their_points():
             qx, qy = ax.transData.transform((ox, oy))
             assert not (box.x0 < qx + half and box.x1 > qx - half and box.y0 < qy + half and box.y1 > qy - half), \
                 (text, other)
+
+
+def test_a_chain_of_overlapping_markers_is_one_label_and_a_name_is_said_once():
+    # a, b and c each 1.5 half-widths of a marker from the next: a and c do not touch, but each
+    # touches b, so the three read as one blob. z3 twice (its communication and its exposed
+    # time on one point) is named once. The legend is kept clear too.
+    fig, ax = figstyle.new_figure()
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, 10)
+    fig.tight_layout(pad=0.3)
+    fig.canvas.draw()
+    step = (ax.transData.inverted().transform((figstyle.plt.rcParams["figure.dpi"], 0))[0]
+            - ax.transData.inverted().transform((0, 0))[0])  # data units of one inch
+    half = 3.0 / 72 * step  # 3 points, the marker's half width
+    chain = [("a", 5.0, 5.0), ("b", 5.0 + 1.5 * half, 5.0), ("c", 5.0 + 3.0 * half, 5.0)]
+    twice = [("z3", 2.0, 8.0), ("z3", 2.0, 8.0)]
+    ax.scatter([x for _, x, _ in chain + twice], [y for _, _, y in chain + twice], label="points")
+    ax.legend(loc="upper left")
+    figstyle.labels_apart(ax, chain + twice)
+    assert sorted(t.get_text() for t in ax.texts) == ["a, b, c", "z3"]
+    assert figstyle.overlapping_texts(fig) == []
+    renderer = fig.canvas.get_renderer()
+    legend = ax.get_legend().get_window_extent(renderer)
+    assert not any(t.get_window_extent(renderer).overlaps(legend) for t in ax.texts)
