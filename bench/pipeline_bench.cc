@@ -42,41 +42,51 @@ Status stage_seconds(Driver& d, LayerCompute& lc, Compute& compute, const Pipeli
 }
 
 // The step --trace draws, after an untimed one with no barrier between, as the timed steps run
-// back to back, issue times recorded from the untimed one on (zb_zero's traced step says why).
+// back to back, issue times recorded from the untimed one on (zb_zero's traced step says why);
+// of kTraceCandidates such steps, the one whose exposed time is their median.
 Status traced_step(Driver& d, PipelineStep& p, const PipelineConfig& c, const std::string& path,
                    double clock_offset_s) {
   d.comm().set_record_times(true);
-  ZB_RETURN_IF_ERROR(p.step());
-  size_t first = d.comm().traffic().size();
-  p.trace().clear();
   p.trace().enable(true);
-  const double start = now_seconds();
-  ZB_RETURN_IF_ERROR(p.step());
-  ZB_RETURN_IF_ERROR(p.finish());
-  const double origin = shared_origin(d, start, clock_offset_s);
-  p.add_comm_spans(first, origin);
+  TraceCandidate drawn;
+  std::string tried;
+  auto run = [&](TraceCandidate* candidate) -> Status {
+    p.trace().clear();
+    ZB_RETURN_IF_ERROR(p.step());
+    candidate->spans = p.trace().spans();
+    candidate->waits = p.waits().step_waits();
+    candidate->exposed_s = p.last_exposed_s();
+    candidate->tail_s = p.last_tail_s();
+    return Status::ok();
+  };
+  ZB_RETURN_IF_ERROR(draw_median_step(
+      d, [&](int k) { return k == 0 ? p.step() : Status::ok(); }, run, [&] { return p.finish(); }, &drawn, &tried));
+  p.trace().spans() = drawn.spans;
+  const double origin = shared_origin(d, drawn.start_s, clock_offset_s);
+  p.add_comm_spans(drawn.first, origin, drawn.end);
   p.trace().enable(false);
   d.comm().set_record_times(false);
   std::vector<CollRecord> recs = d.comm().traffic().records();
   if (p.waits().host_waits()) {  // each wait in its two parts, as zb_zero's trace
     LastIssue last;
     ZB_RETURN_IF_ERROR(last_issues(d, recs, clock_offset_s, &last));
-    split_wait_spans(p.waits().step_waits(), last, &p.trace().spans());
+    split_wait_spans(drawn.waits, last, &p.trace().spans());
   }
   // The traffic log's own count of the step's collectives, so a reader can check the trace.
   int counts[3] = {0, 0, 0};
-  for (size_t i = first; i < recs.size(); ++i) ++counts[int(recs[i].op)];
+  for (size_t i = drawn.first; i < drawn.end; ++i) ++counts[int(recs[i].op)];
   const PipelineShape& s = c.shape;
   std::string meta = "\"stage\": \"" + std::string(stage_name(c.stage)) + "\", \"ranks\": " +
                      std::to_string(d.size()) + ", \"microbatches\": " + std::to_string(s.microbatches) +
                      ", \"chunks\": " + std::to_string(s.chunks) + ", \"pp\": " + std::to_string(s.stages) +
-                     ", \"pp_rank\": " + std::to_string(s.rank) + ", \"collectives\": {";
+                     ", \"pp_rank\": " + std::to_string(s.rank) + ", \"candidates_exposed_us\": [" + tried +
+                     "], \"collectives\": {";
   for (Coll op : {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather})
     meta += std::string(op == Coll::all_reduce ? "" : ", ") + "\"" + coll_name(op) + "\": " +
             std::to_string(counts[int(op)]);
   char waits[96];
-  std::snprintf(waits, sizeof waits, "\"exposed_us\": %.3f, \"tail_us\": %.3f", p.last_exposed_s() * 1e6,
-                p.last_tail_s() * 1e6);
+  std::snprintf(waits, sizeof waits, "\"exposed_us\": %.3f, \"tail_us\": %.3f", drawn.exposed_s * 1e6,
+                drawn.tail_s * 1e6);
   return d.write_trace(path, p.trace().spans(), origin, meta + "}", waits);
 }
 

@@ -22,24 +22,16 @@ namespace zb {
 // sharing 2 cores, most of dp's exposed time). Issue times are recorded from the untimed step
 // on, so that a wait for a collective it left in flight is split at its last issue too.
 // kTraceCandidates steps run so (the full step's back to back, each communication-alone pair
-// from its barrier), and the one drawn is the one whose exposed time (its slowest rank's, as
-// the timed steps count theirs) is their median: one step is one sample, and a step with a
-// rank's layer 7 ms late (seen on the 2-core VM) draws no typical one.
-constexpr int kTraceCandidates = 3;
-
+// from its barrier), and the one drawn is the one whose exposed time is their median
+// (draw_median_step): a step with a rank's layer 7 ms late (seen on the 2-core VM) draws no
+// typical one.
 static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, const std::string& path,
                           double clock_offset_s, bool comm_only) {
   d.comm().set_record_times(true);
-  struct Candidate {
-    std::vector<TraceSpan> spans;
-    std::vector<WaitRecord> waits;
-    size_t first = 0, end = 0;  // its collectives' traffic-log entries
-    double start = 0, exposed = 0;
-  };
-  std::vector<Candidate> candidates(kTraceCandidates);
   z.trace().enable(true);
-  for (size_t k = 0; k < candidates.size(); ++k) {
-    Candidate& c = candidates[k];
+  TraceCandidate drawn;
+  std::string tried;
+  auto before = [&](int k) -> Status {
     // The communication-alone round's pair from a barrier each time, as comm_s's rounds run; the
     // full step's untimed one once, its candidates then back to back as the timed steps run.
     if (comm_only) {
@@ -47,26 +39,20 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
       ZB_RETURN_IF_ERROR(z.finish());
       z.set_mode(StepMode::comm_only);
     }
-    if (comm_only || k == 0) ZB_RETURN_IF_ERROR(z.step());
+    return comm_only || k == 0 ? z.step() : Status::ok();
+  };
+  auto run = [&](TraceCandidate* c) -> Status {
     z.trace().clear();
-    c.first = d.comm().traffic().size();
-    c.start = now_seconds();
     ZB_RETURN_IF_ERROR(z.step());
-    c.end = d.comm().traffic().size();
-    c.spans = z.trace().spans();
-    c.waits = z.waits().step_waits();
-    c.exposed = z.last_exposed_s();
-  }
-  ZB_RETURN_IF_ERROR(z.finish());
+    c->spans = z.trace().spans();
+    c->waits = z.waits().step_waits();
+    c->exposed_s = z.last_exposed_s();
+    return Status::ok();
+  };
+  ZB_RETURN_IF_ERROR(draw_median_step(d, before, run, [&] { return z.finish(); }, &drawn, &tried));
   z.set_mode(StepMode::full);
-  // Every rank picks the same step: the median of the candidates' slowest-rank exposed times.
-  std::vector<std::pair<double, int>> slowest;
-  for (int k = 0; k < kTraceCandidates; ++k)
-    slowest.push_back({d.max_over_ranks(candidates[size_t(k)].exposed), k});
-  std::sort(slowest.begin(), slowest.end());
-  const Candidate& drawn = candidates[size_t(slowest[slowest.size() / 2].second)];
   z.trace().spans() = drawn.spans;
-  const double origin = shared_origin(d, drawn.start, clock_offset_s);
+  const double origin = shared_origin(d, drawn.start_s, clock_offset_s);
   z.add_comm_spans(drawn.first, origin, drawn.end);
   z.trace().enable(false);
   d.comm().set_record_times(false);
@@ -81,16 +67,6 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
   // trace holds every one of them.
   int counts[4] = {0, 0, 0, 0};
   for (size_t i = drawn.first; i < drawn.end; ++i) ++counts[int(recs[i].op)];
-  // The candidates' slowest-rank exposed times, in the order they ran: the drawn one's is their
-  // median.
-  std::string tried;
-  std::vector<std::pair<double, int>> in_order(slowest);
-  std::sort(in_order.begin(), in_order.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-  for (const auto& [seconds, k] : in_order) {
-    char us[32];
-    std::snprintf(us, sizeof us, "%s%.3f", k ? ", " : "", seconds * 1e6);
-    tried += us;
-  }
   std::string meta = "\"stage\": \"" + stage + "\", \"round\": \"" + (comm_only ? "comm" : "step") +
                      "\", \"ranks\": " + std::to_string(d.size()) + ", \"candidates_exposed_us\": [" + tried +
                      "], \"collectives\": {";
@@ -102,7 +78,7 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
               std::to_string(counts[int(c)]);
   // Each rank's exposed communication of this step, which its wait spans add up to.
   char exposed[64];
-  std::snprintf(exposed, sizeof exposed, "\"exposed_us\": %.3f", drawn.exposed * 1e6);
+  std::snprintf(exposed, sizeof exposed, "\"exposed_us\": %.3f", drawn.exposed_s * 1e6);
   return d.write_trace(path, z.trace().spans(), origin, meta + "}", exposed);
 }
 

@@ -13,8 +13,13 @@ prints its estimate, then the actual time, and scales the next estimate by the r
 run found."""
 
 import math
+import os
 import re
 
+# The steps --trace runs to draw the median one: read from the C++ that runs them, one place.
+with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "harness", "driver",
+                       "wait_causes.h"), encoding="utf-8") as _f:
+    TRACE_CANDIDATES = int(re.search(r"constexpr int kTraceCandidates = (\d+);", _f.read()).group(1))
 GRAD_BYTES = 2    # bf16 gradients and weights on the wire
 ADAM_BYTES = 28   # bytes an Adam update streams per parameter (plots and zb_optimizer agree)
 
@@ -175,8 +180,7 @@ class Model:
         for p in points:
             comp = compute_step_s(p, psi, layers, self.m)
             full = (max(comp, comm) if f.text("overlap", "on") == "on" else comp + comm) + update
-            # bench/zero_bench.cc's kTraceCandidates: the step drawn is the median of 3
-            traced = 1 + 3 if f.has("trace") else 0
+            traced = 1 + TRACE_CANDIDATES if f.has("trace") else 0
             # timed, an untimed step and the traced candidates, then the split: 3 rounds per iteration,
             # each an untimed step of its kind and a timed one (full, communication alone,
             # compute alone)
@@ -210,7 +214,7 @@ class Model:
                                2, bw)
             full = max(comp, comm) + update
             check = steps * m * psi_s * c["check_bytes"] / self.m["host_Bps"]
-            traced = 2 if f.has("trace") else 0  # an untimed step, then the traced one
+            traced = 1 + TRACE_CANDIDATES if f.has("trace") else 0  # an untimed step, then the candidates
             t = (steps + traced) * full + setup + check + self.m["bench_s"]
             if split:
                 t += 2 * steps * full + 2 * steps * (comm + update) + 2 * steps * comp + 2 * steps * comm

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <thread>
@@ -96,6 +97,33 @@ Status clock_offset(Driver& d, double* offset_s) {
 
 double shared_origin(Driver& d, double start_s, double offset_s) {
   return -d.max_over_ranks(-(start_s + offset_s)) - offset_s;
+}
+
+Status draw_median_step(Driver& d, const std::function<Status(int)>& before,
+                        const std::function<Status(TraceCandidate*)>& run, const std::function<Status()>& finish,
+                        TraceCandidate* drawn, std::string* tried) {
+  std::vector<TraceCandidate> candidates(kTraceCandidates);
+  for (int k = 0; k < kTraceCandidates; ++k) {
+    TraceCandidate& c = candidates[size_t(k)];
+    ZB_RETURN_IF_ERROR(before(k));
+    c.first = d.comm().traffic().size();
+    c.start_s = now_seconds();
+    ZB_RETURN_IF_ERROR(run(&c));
+    c.end = d.comm().traffic().size();
+  }
+  ZB_RETURN_IF_ERROR(finish());
+  // The same reduced values on every rank, so the same choice; ties to the earlier step.
+  std::vector<std::pair<double, int>> slowest;
+  tried->clear();
+  for (int k = 0; k < kTraceCandidates; ++k) {
+    slowest.push_back({d.max_over_ranks(candidates[size_t(k)].exposed_s), k});
+    char us[32];
+    std::snprintf(us, sizeof us, "%s%.3f", k ? ", " : "", slowest.back().first * 1e6);
+    *tried += us;
+  }
+  std::sort(slowest.begin(), slowest.end());
+  *drawn = std::move(candidates[size_t(slowest[slowest.size() / 2].second)]);
+  return Status::ok();
 }
 
 Status last_issues(Driver& d, const std::vector<CollRecord>& log, double offset_s, LastIssue* out) {

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "harness/comm/traffic.h"
@@ -36,6 +38,27 @@ Status clock_offset(Driver& d, double* offset_s);
 // before the step (it runs as the timed steps do, back to back), the ranks begin it apart, and
 // every rank's spans keep those distances.
 double shared_origin(Driver& d, double start_s, double offset_s);
+
+// --trace runs this many steps and draws the one whose exposed time (its slowest rank's, as
+// the timed steps count theirs) is their median: one step is one sample (docs/zero.md).
+constexpr int kTraceCandidates = 3;
+
+// One of the steps --trace chooses from: what it drew and what it cost.
+struct TraceCandidate {
+  std::vector<TraceSpan> spans;
+  std::vector<WaitRecord> waits;
+  size_t first = 0, end = 0;           // its collectives' traffic-log entries, [first, end)
+  double start_s = 0, exposed_s = 0;   // when this rank began it; its exposed time here
+  double tail_s = 0;                   // zb_pipeline's tail; 0 elsewhere
+};
+// Runs kTraceCandidates steps, each after `before(k)` (what must come first: an untimed step, a
+// barrier), through `run(candidate)`, which runs the step and fills in its spans, waits and
+// times (first, end and start_s are set around it here); then `finish()`. `drawn` becomes the
+// one whose slowest-rank exposed time is the median, the same on every rank, and `tried` those
+// times in microseconds in the order they ran ("a, b, c", a JSON array's inside).
+Status draw_median_step(Driver& d, const std::function<Status(int)>& before,
+                        const std::function<Status(TraceCandidate*)>& run, const std::function<Status()>& finish,
+                        TraceCandidate* drawn, std::string* tried);
 
 // Per entry of a traffic log: when the last rank issued it (on this rank's clock) and which
 // rank that was; and how much later it ended on this rank than on the first rank to finish it

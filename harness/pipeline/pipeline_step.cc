@@ -221,11 +221,14 @@ Status PipelineStep::gather_weights() {
   return comm_.synchronize();
 }
 
-void PipelineStep::add_comm_spans(size_t first, double origin_s) {
-  zb::add_comm_spans(trace_, comm_.traffic(), first, origin_s, [this](size_t i) {
-    LogLabel l = i < log_labels_.size() ? log_labels_[i] : LogLabel();
-    return "\"unit\": " + std::to_string(l.unit) + ", " + op_args(l.chunk, l.microbatch);
-  });
+void PipelineStep::add_comm_spans(size_t first, double origin_s, size_t end) {
+  zb::add_comm_spans(
+      trace_, comm_.traffic(), first, origin_s,
+      [this](size_t i) {
+        LogLabel l = i < log_labels_.size() ? log_labels_[i] : LogLabel();
+        return "\"unit\": " + std::to_string(l.unit) + ", " + op_args(l.chunk, l.microbatch);
+      },
+      end);
 }
 
 }  // namespace zb

@@ -72,9 +72,9 @@ class PipelineStep {
   uint64_t slot_elems() const { return state_->max_unit(); }
 
   Trace& trace() { return trace_; }
-  // Every collective of the traffic log from `first` on as a span, labelled with its unit,
+  // Every collective of the traffic log from `first` up to `end` as a span, labelled with its unit,
   // chunk, micro-batch and issue time (microseconds after `origin_s`).
-  void add_comm_spans(size_t first, double origin_s);
+  void add_comm_spans(size_t first, double origin_s, size_t end = SIZE_MAX);
 
   std::vector<Segment> check_segments() const { return state_->check_segments(); }
   Status state_to_host(const std::vector<Segment>& segments, CheckState* out) const {

@@ -174,6 +174,17 @@ def test_each_reduction_is_issued_between_backward_chunks(traces, strategy):
                 assert issued <= compute[i + 1]["ts"], (strategy, rank, c, m, compute[i + 1]["name"])
 
 
+def test_the_step_drawn_is_the_median_of_its_candidates(traces):
+    # As zb_zero's: of three steps run back to back, the one whose slowest rank's exposed time is
+    # their median; the ranks' exposed_us are its own.
+    for strategy, trace in traces.items():
+        tried = trace["zerobench"]["candidates_exposed_us"]
+        assert len(tried) == 3, (strategy, tried)
+        drawn = max(e["args"]["exposed_us"] for e in trace["traceEvents"]
+                    if e["ph"] == "M" and e["name"] == "process_name")
+        assert drawn == pytest.approx(sorted(tried)[1], abs=0.002), (strategy, drawn, tried)
+
+
 def test_waits_add_up_to_the_exposed_time_and_the_tail_is_part_of_it(traces):
     for strategy, trace in traces.items():
         for rank in (0, 1):
