@@ -49,10 +49,12 @@ Status fit_link(const std::vector<TierPoint>& points, LinkFit* out) {
     f.alpha_s = (x1 * yy - y1 * xy) / det;
     f.seconds_per_byte = (xx * y1 - xy * x1) / det;
   }
-  if (!(det > 0) || f.alpha_s < 0) {
+  if (!(det > 0) || f.alpha_s < 0 || !(f.seconds_per_byte > 0)) {
     // One size, or a latency below zero: the small sizes ran faster than any latency allows
-    // (a shaper's burst lets the first bytes through at once). Bandwidth alone, as the median
-    // of the points' own rates, which neither those points nor a stalled large one can pull.
+    // (a shaper's burst lets the first bytes through at once); or a rate below zero: the small
+    // sizes stalled (a loaded host: the quick run's sweep beside the rest of the test suite
+    // failed zb_predict --link-gbps so). Bandwidth alone, as the median of the points' own
+    // rates, which neither those points nor a stalled large one can pull.
     f.alpha_s = 0;
     f.seconds_per_byte = median(per_byte);
   }

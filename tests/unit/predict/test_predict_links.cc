@@ -4,7 +4,9 @@
 // collective is test_predict_pricing.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "harness/predict/kernel_rates.h"
 #include "harness/predict/link_rate.h"
@@ -67,6 +69,19 @@ TEST(TierFit, RecoversLatencyAndBandwidthFromSyntheticPoints) {
   ASSERT_TRUE(fit_link(burst, &f));
   EXPECT_NEAR(f.alpha_s, 0, 1e-15);
   EXPECT_NEAR(f.seconds_per_byte, gbit, gbit * 1e-9);
+  // A loaded host: every size took about 1 ms, the larger ones a little less (1% per doubling),
+  // so a least-squares rate comes out below zero. Bandwidth alone again, at the median point's
+  // own rate, where it used to be no fit at all.
+  std::vector<TierPoint> flat = synthetic(0, gbit, 2);
+  std::vector<double> own;
+  for (TierPoint& p : flat) {
+    p.seconds = 1e-3 * (1 - 0.01 * std::log2(p.bytes));
+    own.push_back(p.seconds / (ring_cost(p.op, 2).bytes_factor * p.bytes));
+  }
+  ASSERT_TRUE(fit_link(flat, &f));
+  EXPECT_NEAR(f.alpha_s, 0, 1e-15);
+  std::sort(own.begin(), own.end());
+  EXPECT_NEAR(f.seconds_per_byte, own[own.size() / 2], own[own.size() / 2] * 1e-9);
   // Nothing over more than one rank: nothing to fit.
   EXPECT_FALSE(fit_link(synthetic(alpha, spb, 1), &f));
 }
