@@ -52,6 +52,14 @@ def benchmarks(data):
     return out
 
 
+def drawn_and_candidates(trace):
+    """A --trace file's drawn step, as its slowest rank's exposed time (us), and the exposed
+    times of the candidates it was chosen from, in the order they ran."""
+    drawn = max(e["args"]["exposed_us"] for e in trace["traceEvents"]
+                if e["ph"] == "M" and e["name"] == "process_name")
+    return drawn, trace["zerobench"]["candidates_exposed_us"]
+
+
 def is_nan(x):
     return isinstance(x, float) and math.isnan(x)
 
