@@ -38,6 +38,6 @@ SOCKET_REL = DEFAULT_TOLERANCES["volume_psi_measured"]
 LINK_BELOW, LINK_ABOVE = 0.0, 0.02
 
 # zerobench's time for a collective over the bare library call (overhead_ratio): the harness
-# may add this much before it is worth a look; the bare call against itself
-# (bare_repeat_ratio) says whether the machine alone moves that much.
+# may add this much before it is worth a look; each call against itself (bare_repeat_ratio,
+# ours_repeat_ratio) says whether the machine alone moves that much.
 OVERHEAD_REL = 0.10

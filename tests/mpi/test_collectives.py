@@ -257,6 +257,7 @@ def test_every_size_is_held_against_the_bare_library_call(np, timing, progress):
     for name, b in runs.items():
         assert b["wrong"] == 0, name
         assert b["bare_time_s"] > 0 and b["overhead_ratio"] > 0 and b["bare_repeat_ratio"] > 0, name
+        assert b["ours_repeat_ratio"] > 0, name
         assert b["reference_s"] > 0, name  # the host's speed meanwhile, for zb_predict
         # overhead_ratio is zerobench's time over the bare call's, both as reported.
         assert b["overhead_ratio"] == pytest.approx(b["real_time"] * 1e-6 / b["bare_time_s"], rel=1e-6), name
@@ -292,6 +293,7 @@ def test_without_the_baseline_there_is_no_ratio():
                                             "--no-bare", "--iters=2", "--warmup=0"])
     b = benchmarks(data)["all_gather/bytes:4096/dtype:bf16"]
     assert is_nan(b["bare_time_s"]) and is_nan(b["overhead_ratio"]) and is_nan(b["bare_repeat_ratio"])
+    assert is_nan(b["ours_repeat_ratio"])
 
 
 def test_a_bad_flag_under_mpirun_is_one_line_from_one_rank():
