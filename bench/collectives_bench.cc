@@ -349,8 +349,8 @@ Status run_collective_benchmark(Run& run, const CollSetup& setup, CollResult* ou
   // The bare call against itself (its second run over its first): how far the machine alone
   // moves a ratio of two runs here, the noise overhead_ratio is to be read against.
   run.counter("bare_repeat_ratio", setup.bare ? b2.mean_s / b1.mean_s : NAN);
-  // Ours against itself (its run after the bare ones over its run before): a disturbance that
-  // hit one of ours's two runs moves overhead_ratio without moving the bare call's repeat.
+  // Ours against itself (our run after the bare ones over our run before): a disturbance in one
+  // of our two runs raises overhead_ratio and shows here, not in the bare call's repeat.
   run.counter("ours_repeat_ratio", setup.bare ? a2.mean_s / a1.mean_s : NAN);
   if (setup.serial) run.counter("serial_s", out->serial_s);
   if (setup.serial && setup.serial_idle_s > 0) run.counter("serial_idle_s", out->serial_idle_s);

@@ -34,7 +34,9 @@ def _sweep_noise(runs):
     """How far a sweep's bare call moved between two runs of itself at a typical size: the median
     over its sizes of |bare_repeat_ratio - 1| (each size's median); NaN without one. Not the
     largest: over a hundred sizes one nearly always moves past 10% on a shared machine, which
-    says nothing of the sizes a stage's collectives were priced at."""
+    says nothing of the sizes a stage's collectives were priced at. The bare call's and not ours
+    (ours_repeat_ratio), though ours is what is priced: the bare call's two runs are back to
+    back, ours stand either side of them, so a steady drift moves ours three times as far."""
     ratios = [abs(p.value("bare_repeat_ratio") - 1) for p in gbjson.representative(runs).values()
               if finite(p.value("bare_repeat_ratio"))]
     return statistics.median(ratios) if ratios else math.nan
