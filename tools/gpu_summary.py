@@ -50,13 +50,19 @@ def collectives(results, logs):
     if not out:
         return ["nccl collectives: n/a (no 256 MiB rows in collectives.json)"]
     # The harness's own cost: each size timed through zerobench against the bare NCCL call.
-    ratios = sorted((r.counters["overhead_ratio"], gbjson.number(r.params.get("bytes")), r.family)
-                    for r in rows if math.isfinite(r.counters.get("overhead_ratio", math.nan)))
-    if ratios:
-        worst = ratios[-1]
+    timed = sorted((r for r in rows if math.isfinite(r.counters.get("overhead_ratio", math.nan))),
+                   key=lambda r: r.counters["overhead_ratio"])
+    if timed:
+        worst = timed[-1]
+        # Each call against itself beside the worst: how far this machine moved two runs of one call.
+        selves = [f"{who} {num(worst.counters[key])}" for who, key in
+                  (("bare", "bare_repeat_ratio"), ("ours", "ours_repeat_ratio"))
+                  if math.isfinite(worst.counters.get(key, math.nan))]
+        against = f"; against itself: {', '.join(selves)}" if selves else ""
         out.append(f"overhead (time through zerobench / bare NCCL call): median "
-                   f"{num(ratios[len(ratios) // 2][0])}, highest {num(worst[0])} "
-                   f"({worst[2]}, {worst[1]:.0f} B), over {len(ratios)} sizes")
+                   f"{num(timed[len(timed) // 2].counters['overhead_ratio'])}, highest "
+                   f"{num(worst.counters['overhead_ratio'])} ({worst.family}, "
+                   f"{gbjson.number(worst.params.get('bytes')):.0f} B{against}), over {len(timed)} sizes")
     if rows[0].counters.get("ranks", math.nan) == 1:
         out.append("  (one rank: busbw is 0 by its definition, 2(N-1)/N or (N-1)/N of algbw; "
                    "algbw is the local copy rate, and an in-place call copies nothing)")

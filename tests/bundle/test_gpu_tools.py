@@ -73,7 +73,8 @@ def test_gpu_summary_figures_from_crafted_results(tmp_path):
     big = 256 << 20
     write(res / "collectives.json", [
         row(f"{op}/bytes:{b}/dtype:bf16", ranks=1, algbw_GBps=a, busbw_GBps=0.0, wrong=0,
-            overhead_ratio=small if b == 1024 else 1.0 + small / 100)
+            overhead_ratio=small if b == 1024 else 1.0 + small / 100, bare_repeat_ratio=1.01,
+            ours_repeat_ratio=small / 2)
         for op, a, small in (("all_reduce", 1500.0, 2.0), ("all_gather", 1400.0, 3.0)) for b in (1024, big)])
     write(res / "zero.json", [
         row(f"zero/stage:{s}/params:64000000/layers:16/optimizer:adam/grad:bf16",
@@ -91,9 +92,10 @@ def test_gpu_summary_figures_from_crafted_results(tmp_path):
     out = r.stdout.splitlines()
     assert "nccl all_reduce     256 MiB bf16: algbw 1.5e+03 GB/s, busbw 0 GB/s, wrong 0" in out
     assert any(line.startswith("  (one rank: busbw is 0") for line in out)
-    # Ratios 1.02, 1.03, 2 and 3: the upper middle of four, and the worst named with its size.
+    # Ratios 1.02, 1.03, 2 and 3: the upper middle of four, and the worst named with its size and
+    # its calls against themselves.
     assert ("overhead (time through zerobench / bare NCCL call): median 2, highest 3 "
-            "(all_gather, 1024 B), over 4 sizes") in out
+            "(all_gather, 1024 B; against itself: bare 1.01, ours 1.5), over 4 sizes") in out
     assert ("zero z2: bytes/param measured 16.250 formula 16.000 (x1.0156), accounted 16.000, "
             "wrong 0") in out
     assert ("adam 256M bf16 grads: 3.8e+03 GB/s, frac_of_limit 0.95 of 4e+03 GB/s; "
