@@ -168,8 +168,8 @@ def check_overhead(ctx, p):
         why = ("each call is handed to the communication thread (--progress=thread), and ours "
                "includes the hand-off")
     elif finite(trimmed) and trimmed <= 1 + tol.OVERHEAD_REL:
-        why = (f"one of our two runs was disturbed: without the slower of them (`ours_repeat_ratio`) "
-               f"the ratio is within {1 + tol.OVERHEAD_REL:g}")
+        why = (f"our own two runs differ by as much: without the slower of them (`ours_repeat_ratio`) "
+               f"the ratio is within {1 + tol.OVERHEAD_REL:g}, this machine's noise")
     elif finite(trimmed):
         why = (f"more than the spread of our two runs explains: without the slower of them "
                f"(`ours_repeat_ratio`) the ratio stays above {1 + tol.OVERHEAD_REL:g}")
