@@ -51,11 +51,7 @@ Status traced_step(Driver& d, PipelineStep& p, const PipelineConfig& c, const st
   TraceCandidate drawn;
   std::string tried;
   auto run = [&](TraceCandidate* candidate) -> Status {
-    p.trace().clear();
-    ZB_RETURN_IF_ERROR(p.step());
-    candidate->spans = p.trace().spans();
-    candidate->waits = p.waits().step_waits();
-    candidate->exposed_s = p.last_exposed_s();
+    ZB_RETURN_IF_ERROR(run_candidate_step(p, candidate));
     candidate->tail_s = p.last_tail_s();
     return Status::ok();
   };

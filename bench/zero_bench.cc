@@ -41,14 +41,7 @@ static Status traced_step(Driver& d, ZeroStep& z, const std::string& stage, cons
     }
     return comm_only || k == 0 ? z.step() : Status::ok();
   };
-  auto run = [&](TraceCandidate* c) -> Status {
-    z.trace().clear();
-    ZB_RETURN_IF_ERROR(z.step());
-    c->spans = z.trace().spans();
-    c->waits = z.waits().step_waits();
-    c->exposed_s = z.last_exposed_s();
-    return Status::ok();
-  };
+  auto run = [&](TraceCandidate* c) { return run_candidate_step(z, c); };
   ZB_RETURN_IF_ERROR(draw_median_step(d, before, run, [&] { return z.finish(); }, &drawn, &tried));
   z.set_mode(StepMode::full);
   z.trace().spans() = drawn.spans;

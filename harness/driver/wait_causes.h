@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harness/comm/traffic.h"
+#include "harness/core/status.h"
 #include "harness/core/trace.h"
 #include "harness/stage/compute_waits.h"
 
@@ -59,6 +60,18 @@ struct TraceCandidate {
 Status draw_median_step(Driver& d, const std::function<Status(int)>& before,
                         const std::function<Status(TraceCandidate*)>& run, const std::function<Status()>& finish,
                         TraceCandidate* drawn, std::string* tried);
+
+// draw_median_step's `run` for a ZeroStep or PipelineStep: one step, traced from a clear trace,
+// its spans, waits and exposed time kept in `c`.
+template <typename Step>
+Status run_candidate_step(Step& step, TraceCandidate* c) {
+  step.trace().clear();
+  ZB_RETURN_IF_ERROR(step.step());
+  c->spans = step.trace().spans();
+  c->waits = step.waits().step_waits();
+  c->exposed_s = step.last_exposed_s();
+  return Status::ok();
+}
 
 // Per entry of a traffic log: when the last rank issued it (on this rank's clock) and which
 // rank that was; and how much later it ended on this rank than on the first rank to finish it
