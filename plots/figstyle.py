@@ -219,18 +219,19 @@ def labels_apart(ax, labels, fontsize=5, marker_pt=3.0):
         text = ", ".join(dict.fromkeys(labels[i][0] for i in mine))
         _, x, y = labels[first]
         others = placed + [markers[i] for i in range(len(labels)) if i not in mine]
-        for dx, dy, ha, va in _SPOTS:
+        def put(spot):
+            dx, dy, ha, va = spot
             note = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha, va=va,
                                fontsize=fontsize)
-            box = note.get_window_extent(renderer)
+            return note, note.get_window_extent(renderer)
+
+        for spot in _SPOTS:
+            note, box = put(spot)
             if not any(box.overlaps(b) for b in others):
                 break
             note.remove()
         else:
-            dx, dy, ha, va = _SPOTS[0]
-            note = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha, va=va,
-                               fontsize=fontsize)
-            box = note.get_window_extent(renderer)
+            note, box = put(_SPOTS[0])
         note.set_in_layout(False)
         placed.append(box)
 

@@ -40,17 +40,14 @@ class Options:
 
 
 def usage(table):
+    def indented(text, first=" " * 21):  # filled under the descriptions' column
+        return textwrap.fill(text, 95, initial_indent=first, subsequent_indent=" " * 21)
+
     def entry(name, about):  # a name too long for the column gets a line of its own
-        if len(name) < 19:
-            return textwrap.fill(about, 95, initial_indent=f"  {name:<19}", subsequent_indent=" " * 21)
-        return f"  {name}\n" + textwrap.fill(about, 95, initial_indent=" " * 21, subsequent_indent=" " * 21)
+        return indented(about, f"  {name:<19}") if len(name) < 19 else f"  {name}\n" + indented(about)
 
     files = "\n".join(entry(r.json, r.about) for r in table.runs if r.json)
-    def indented(text):  # a generated list, filled under the descriptions' column
-        return textwrap.fill(text, 95, initial_indent=" " * 21, subsequent_indent=" " * 21)
-
-    only = textwrap.fill(f"run only these families: {', '.join(table.families())}", 95,
-                         initial_indent="  --only=A,B         ", subsequent_indent=" " * 21)
+    only = entry("--only=A,B", f"run only these families: {', '.join(table.families())}")
     tol = ", ".join(f"{k}={v}" for k, v in compare_rules.DEFAULT_TOLERANCES.items())
     defaults = indented(f"plots/compare_rules.py: gate {compare_rules.DEFAULT_GATE}, threshold "
                         f"{compare_rules.DEFAULT_THRESHOLD}, {tol})")
