@@ -75,32 +75,39 @@ def volume(runs, outdir):
 
 
 def step_time(runs, outdir):
-    picks, labels = _stages(runs, "compute_s", "exposed_comm_s")
+    """Each stage's median step as one bar, the step the summary names: compute alone, the
+    exposed communication (compute's measured waits) and the rest of the step, which neither
+    of them holds (issuing the collectives, compute slowed by the communication beside it, the
+    step's median against compute's fastest; none where the two already exceed the step). The
+    step's spread over repetitions as error bars at its top."""
+    picks, labels = _stages(runs, "step_s", "compute_s", "exposed_comm_s")
     fig, ax = fs.new_figure()
     compute = [p.value("compute_s") for p in picks]
     exposed = [p.value("exposed_comm_s") for p in picks]
+    step = [p.value("step_s") for p in picks]
+    rest = [max(0.0, s - c - e) for s, c, e in zip(step, compute, exposed)]
     xs = range(len(picks))
     ax.bar(xs, compute, width=0.6, label="compute", **fs.bar_style(0))
-    ax.bar(xs, exposed, width=0.6, bottom=compute, label="exposed communication",
-           **fs.bar_style(1))
-    # The exposed part's spread over repetitions, on top of its bar.
-    spread = [p.spread("exposed_comm_s") for p in picks]
+    ax.bar(xs, exposed, width=0.6, bottom=compute, label="exposed communication", **fs.bar_style(1))
+    ax.bar(xs, rest, width=0.6, bottom=[c + e for c, e in zip(compute, exposed)],
+           label="rest of the step", **fs.bar_style(2))
+    spread = [p.spread("step_s") for p in picks]
     if any(p.repetitions > 1 for p in picks):
-        tops = [c + e for c, e in zip(compute, exposed)]
-        ax.errorbar(xs, tops, yerr=[[e - lo for e, (lo, _) in zip(exposed, spread)],
-                                    [hi - e for e, (_, hi) in zip(exposed, spread)]],
+        ax.errorbar(xs, step, yerr=[[s - lo for s, (lo, _) in zip(step, spread)],
+                                    [hi - s for s, (_, hi) in zip(step, spread)]],
                     fmt="none", ecolor="black", elinewidth=0.7, capsize=2)
     _categories(ax, labels)
-    unit = fs.time_axis(ax.yaxis, [c + hi for c, (_, hi) in zip(compute, spread)])
+    tops = [max(hi, c + e) for (_, hi), c, e in zip(spread, compute, exposed)]
+    unit = fs.time_axis(ax.yaxis, tops)
     ax.set_ylabel(f"time per step ({unit})")
     ax.set_ylim(bottom=0)
     ax.set_title(fs.repetitions_note(picks).replace("shaded", "as bars"))
     ax.legend()
-    rows = [[p.name, t, c, e, lo, hi, p.repetitions]
-            for p, t, c, e, (lo, hi) in zip(picks, labels, compute, exposed, spread)]
+    rows = [[p.name, t, s, c, e, r, lo, hi, p.repetitions]
+            for p, t, s, c, e, r, (lo, hi) in zip(picks, labels, step, compute, exposed, rest, spread)]
     return fs.save(fig, outdir, "zero_step_time",
-                   ["benchmark", "bar", "compute_s", "exposed_comm_s", "exposed_comm_s_min",
-                    "exposed_comm_s_max", "repetitions"], rows)
+                   ["benchmark", "bar", "step_s", "compute_s", "exposed_comm_s", "rest_s", "step_s_min",
+                    "step_s_max", "repetitions"], rows)
 
 
 def inter_node_bytes(runs, outdir):

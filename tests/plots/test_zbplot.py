@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from results_fixture import NAN, doc, results_folder, row, run_tool, trace, write
+from results_fixture import NAN, doc, results_folder, row, run_tool, trace, write, zero
 
 FIGURES = {
     "collectives_busbw": "collectives.json",
@@ -96,8 +96,23 @@ def test_zero_figures_details(drawn):
     step = {r["bar"]: r for r in read_csv(folder, "zero_step_time")}
     assert list(step) == ["dp", "z1", "z2", "z3"]
     assert float(step["z2"]["compute_s"]) == 0.0105  # the median aggregate, not a repetition
+    assert float(step["z2"]["step_s"]) == 0.0125
+    assert float(step["z2"]["rest_s"]) == 0  # compute and exposed (0.0145 s) already exceed the step
     volume = {r["bar"]: r for r in read_csv(folder, "zero_volume")}
     assert volume["z3"]["volume_psi_measured"] == ""  # NaN in the JSON: no bar drawn
+
+
+def test_the_step_bar_is_the_step(tmp_path):
+    """The rest of the step is what compute alone and the exposed waits leave of it."""
+    write(tmp_path / "zero.json", zero(dp={"exposed_comm_s": 0.0005}, z1={"compute_s": 0.008}))
+    r = run_tool("zbplot.py", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    step = {r["bar"]: r for r in read_csv(tmp_path, "zero_step_time")}
+    assert float(step["dp"]["rest_s"]) == pytest.approx(0.012 - 0.01 - 0.0005, abs=1e-12)
+    assert float(step["z1"]["rest_s"]) == pytest.approx(0.013 - 0.008 - 0.003, abs=1e-12)
+    for r in step.values():
+        parts = sum(float(r[k]) for k in ("compute_s", "exposed_comm_s", "rest_s"))
+        assert parts == pytest.approx(max(float(r["step_s"]), float(r["compute_s"]) + float(r["exposed_comm_s"])))
 
 
 def test_sweep_ratio_is_from_the_json_times(drawn):
