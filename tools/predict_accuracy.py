@@ -253,8 +253,9 @@ def main(argv=None):
                    "predicted rate (required_link_gbps; the crossing) to measure, a factor above 1 (default 2)")
     p.add_argument("--out", default="", help="quantized: also write predict_quantized.json over rates around the "
                    "crossing to this folder and draw its quantized_crossing figure")
-    p.add_argument("--bind", default="none", help="one-node, causes: none (as run_all.sh launches ranks) or core "
-                   "(mpirun --bind-to core, where the ranks fit the cores) (default none)")
+    p.add_argument("--bind", default="auto", help="one-node, causes: auto (as run_all.sh launches ranks: unbound "
+                   "where they fit the cores, each bound to one where they outnumber them), none (never bound) or "
+                   "core (each rank bound to a core) (default auto)")
     p.add_argument("--keep", default="", help="one-node: keep the measured files (sweep, zero, rates per rank count "
                    "and repetition) in this folder, to predict from them again with --from")
     p.add_argument("--from", dest="from_dir", default="", help="one-node: measure nothing; predict from the files "
@@ -273,8 +274,8 @@ def main(argv=None):
         die(f"--rates={a.rates}: not a list of rates")
     if any(not r > 0 for r in a.rates + [a.sweep_gbps]):
         die("--rates and --sweep-gbps take rates above 0 Gbit/s")
-    if a.bind not in ("none", "core"):
-        die(f"--bind={a.bind}: none or core")
+    if a.bind not in ("auto", "none", "core"):
+        die(f"--bind={a.bind}: auto, none or core")
     a.sweep_flags = a.sweep_flags.split()
     if any(not f.startswith("--") for f in a.sweep_flags):
         die(f"--sweep-flags={' '.join(a.sweep_flags)}: zb_collectives flags, each starting with --")

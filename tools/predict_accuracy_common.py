@@ -8,6 +8,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "plots"), os.path.join(ROOT, "tools")]
+import run_launch  # noqa: E402  (how run_all.sh binds CPU ranks)
 import run_table  # noqa: E402  (the runs' own arguments: one fact in one place)
 import tolerances  # noqa: E402  (the summary's own bars)
 
@@ -49,14 +50,16 @@ def die(msg):
 
 
 def run(a, ranks, program, args, cluster=False):
-    """`program` of a.bin with `args`: under tools/cluster.sh, under mpirun at `ranks` (unbound,
-    as run_all.sh launches them; with --bind=core each rank bound to a core where the ranks
-    fit the cores), or as one process (`ranks` 0)."""
+    """`program` of a.bin with `args`: under tools/cluster.sh, under mpirun at `ranks` (bound as
+    --bind says: auto as run_all.sh binds them, none never, core each to a core), or as one
+    process (`ranks` 0)."""
     cmd = [os.path.join(a.bin, program), *args]
     if cluster:
         cmd = [CLUSTER, "run", f"--name={CLUSTER_NAME}", *RINGS, "--", *cmd]
     elif ranks:
-        bind = "core" if a.bind == "core" and ranks <= (os.cpu_count() or 1) else "none"
+        cores = os.cpu_count() or 1
+        bind = {"auto": run_launch.cpu_binding(ranks, cores), "none": "none",
+                "core": "core" if ranks <= cores else "core:overload-allowed"}[a.bind]
         cmd = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", bind, *cmd]
     proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:

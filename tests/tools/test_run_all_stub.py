@@ -152,6 +152,18 @@ def test_one_rank_skips_what_needs_more(stubs, tmp_path, family, said, skips):
     assert skips in r.stderr  # already in the plan
 
 
+@pytest.mark.parametrize("extra,bind", [(0, "--bind-to none"), (2, "--oversubscribe --bind-to core:overload-allowed")])
+def test_cpu_ranks_are_bound_only_where_they_outnumber_the_cores(stubs, tmp_path, extra, bind):
+    bin_dir, _, env = stubs
+    out = str(tmp_path / "out")
+    ranks = (os.cpu_count() or 2) + extra
+    r = run_all([f"--bin={bin_dir}", "--no-figures", "--quick", f"--np={ranks}", f"--out={out}",
+                 "--only=collectives"], env)
+    assert r.returncode == 0, r.stderr
+    command = {x["name"]: x for x in manifest(out)["runs"]}["collectives"]["command"]
+    assert f"mpirun -np {ranks} {bind} " in command, command
+
+
 def test_gpus_ask_the_binaries_for_the_backend(stubs, tmp_path):
     bin_dir, _, env = stubs
     out = str(tmp_path / "out")
