@@ -78,8 +78,9 @@ def step_time(runs, outdir):
     """Each stage's median step as one bar, the step the summary names: compute alone, the
     exposed communication (compute's measured waits) and the rest of the step, which neither
     of them holds (issuing the collectives, compute slowed by the communication beside it, the
-    step's median against compute's fastest; none where the two already exceed the step). The
-    step's spread over repetitions as error bars at its top."""
+    step's median against compute's fastest; none where the two already exceed the step, whose
+    bar then stands above it, each part as measured). The step's spread over repetitions as
+    error bars at the step."""
     picks, labels = _stages(runs, "step_s", "compute_s", "exposed_comm_s")
     fig, ax = fs.new_figure()
     compute = [p.value("compute_s") for p in picks]

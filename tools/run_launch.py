@@ -201,12 +201,13 @@ class Launch:
 
 
 def cpu_binding(ranks, cores):
-    """mpirun's --bind-to for `ranks` CPU ranks on a host of `cores`. Where the ranks fit the
-    cores, none: a rank's compute thread and its communication thread each need a core, and
-    the scheduler gives them one. Where the ranks outnumber the cores, each rank and its
-    threads are kept to one core, the ranks dealt round the cores: unbound, zb_predict's replay
-    of 4 ranks on 2 cores came 28 to 45% short of the ZeRO stages' exposed communication
-    (medians of 20 repetitions), bound within 25% for every stage (31; docs/measurements.md,
+    """mpirun's --bind-to for `ranks` CPU ranks on one host of `cores` (run_all.sh's mpirun
+    launch is one host's; under Slurm srun places the ranks). Where the ranks fit the cores,
+    none: a rank's compute thread and its communication thread each want a core, and the
+    scheduler places them. Where the ranks outnumber the cores, each rank and its threads are
+    kept to one core, the ranks dealt round the cores: bound, zb_predict's replay of 4 ranks on
+    2 cores came within 25% of every stage's exposed communication (31 repetitions pooled),
+    unbound the same afternoon z2 and z3 fell 65 and 36% short (11; docs/measurements.md,
     "Ranks that outnumber the cores, bound")."""
     return "core:overload-allowed" if ranks > cores else "none"
 

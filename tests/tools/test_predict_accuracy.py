@@ -1,5 +1,7 @@
 """tools/predict_accuracy.py refuses bad input before it runs anything: one line, exit 2; and
-its one-node table predicts from the files --keep kept (--from) without measuring anything."""
+its one-node table predicts from the files --keep kept (--from) without measuring anything; and
+it launches the ranks bound as --bind says."""
+import argparse
 import json
 import os
 import stat
@@ -177,3 +179,19 @@ def test_host_tries_reaches_the_sweep_the_steps_and_the_kernels(tmp_path, host_t
         args = [c.split()[1:] for c in calls if c.split()[0] == name]
         assert len(args) == 1, calls
         assert [a for a in args[0] if a.startswith("--host-tries")] == ([flag] if flag else []), (name, args)
+
+
+@pytest.mark.parametrize("bind,ranks,want", [
+    ("auto", 1, "none"), ("auto", 2, "core:overload-allowed"), ("none", 2, "none"),
+    ("core", 1, "core"), ("core", 2, "core:overload-allowed"),
+])
+def test_the_ranks_are_launched_as_bind_says(monkeypatch, bind, ranks, want):
+    # Cores counted as 1: auto binds only ranks that outnumber them, as run_all.sh does.
+    sys.path.insert(0, os.path.dirname(TOOL))
+    import predict_accuracy_common as common
+    ran = []
+    monkeypatch.setattr(common.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(common.subprocess, "run",
+                        lambda cmd, **kw: ran.append(cmd) or subprocess.CompletedProcess(cmd, 0, "", ""))
+    common.run(argparse.Namespace(bin="/b", bind=bind), ranks, "zb_zero", ["--x"])
+    assert ran == [["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", want, "/b/zb_zero", "--x"]]
