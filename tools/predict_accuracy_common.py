@@ -59,7 +59,7 @@ def run(a, ranks, program, args, cluster=False):
     elif ranks:
         cores = os.cpu_count() or 1
         bind = {"auto": run_launch.cpu_binding(ranks, cores), "none": "none",
-                "core": "core" if ranks <= cores else "core:overload-allowed"}[a.bind]
+                "core": "core" if ranks <= cores else run_launch.cpu_binding(ranks, cores)}[a.bind]
         cmd = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", bind, *cmd]
     proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:

@@ -205,10 +205,9 @@ def cpu_binding(ranks, cores):
     launch is one host's; under Slurm srun places the ranks). Where the ranks fit the cores,
     none: a rank's compute thread and its communication thread each want a core, and the
     scheduler places them. Where the ranks outnumber the cores, each rank and its threads are
-    kept to one core, the ranks dealt round the cores: bound, zb_predict's replay of 4 ranks on
-    2 cores came within 25% of every stage's exposed communication (31 repetitions pooled),
-    unbound the same afternoon z2 and z3 fell 65 and 36% short (11; docs/measurements.md,
-    "Ranks that outnumber the cores, bound")."""
+    kept to one core, the ranks dealt round the cores: zb_predict's replay comes closer to
+    their exposed communication so (docs/measurements.md, "Ranks that outnumber the cores,
+    bound")."""
     return "core:overload-allowed" if ranks > cores else "none"
 
 
