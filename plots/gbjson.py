@@ -206,5 +206,11 @@ class _Pick:
             return v, v
         return min(vals), max(vals)
 
+    def per_repetition(self, *metrics):
+        """Each repetition's values of `metrics` together, as tuples, where every one is a number:
+        two counters of one repetition belong together, where their medians may come from two."""
+        rows = (tuple(r.value(m) for m in metrics) for r in self._reps)
+        return [t for t in rows if not any(math.isnan(v) for v in t)]
+
     def has(self, metric):
         return any(metric in r.counters for r in self._rows) or metric == "real_time"

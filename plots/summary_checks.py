@@ -8,6 +8,7 @@ Reads what the C++ wrote and compares; it measures nothing.
 import glob
 import math
 import os
+import statistics
 from dataclasses import dataclass
 
 import gbjson
@@ -162,8 +163,14 @@ def check_overhead(ctx, p):
     repeat, ours = p.value("bare_repeat_ratio"), p.value("ours_repeat_ratio")
     # The runs go ours, bare, bare, ours. A disturbed run of ours raises the ratio; a disturbed
     # bare run lowers it, so the bare call's repeat can say how noisy the machine was but not
-    # explain a high ratio. Without the slower of our two runs the ratio is o * 2 min(1, r) / (1 + r).
-    trimmed = o * 2 * min(1.0, ours) / (1 + ours) if finite(ours) else math.nan
+    # explain a high ratio. Without the slower of our two runs the ratio is o * 2 min(1, r) / (1 + r),
+    # taken in each repetition and then their median: the medians of o and of r can come from two
+    # repetitions, and a repetition whose runs differ either way (r 0.61, or 2.15) is noise.
+    def without_slower(o_k, r_k):
+        return o_k * 2 * min(1.0, r_k) / (1 + r_k)
+    pairs = p.per_repetition("overhead_ratio", "ours_repeat_ratio")
+    trimmed = statistics.median_low([without_slower(*k) for k in pairs]) if pairs else \
+        without_slower(o, ours) if finite(ours) else math.nan
     if "--progress=thread" in (ctx or {}).get("command_line", ""):
         why = ("each call is handed to the communication thread (--progress=thread), and ours "
                "includes the hand-off")
@@ -180,7 +187,11 @@ def check_overhead(ctx, p):
         why = NO_CAUSE
     # What the ratio adds to each call, for a reader to weigh against the collectives a step issues.
     bare_s = p.value("bare_time_s")
-    selves = [f"{who} {r:.2f}" for who, r in (("bare", repeat), ("ours", ours)) if finite(r)]
+    def itself(metric, r):
+        lo, hi = p.spread(metric)
+        return f"{r:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if p.repetitions > 1 and lo != hi else "")
+    selves = [f"{who} {itself(m, r)}" for who, m, r in (("bare", "bare_repeat_ratio", repeat),
+                                                         ("ours", "ours_repeat_ratio", ours)) if finite(r)]
     notes = ([f"{_per_call(o - 1, bare_s)} a call"] if finite(bare_s) else []) + \
             ([f"against itself: {', '.join(selves)}"] if selves else []) + \
             ([f"without our slower run {trimmed:.2f}"] if finite(trimmed) else [])
