@@ -14,6 +14,7 @@ import os
 
 import gbjson
 import summary_checks
+import tolerances as tol
 from summary_format import by_stage, count_text, finite, fmt, load, ms, stage_order, table, value
 
 LINES = 60  # the first screen, before any detail
@@ -185,6 +186,16 @@ def fit_line(fits, needs, memory, source, model, whose):
             fastest = (f"; **fastest of them: {best[0]}** ({spread(best)} ms per step, lowest and highest repetition "
                        f"in brackets, at the run's model), but {_and(f'{f[0]} ({spread(f)})' for f in close)} "
                        f"{reach}: this run does not tell them apart")
+            # Where time cannot choose, memory can: the least state leaves the most room for
+            # activations and batch. Measured states as close as the measurement is to its formula
+            # (tolerances.MEMORY_REL: z3 and hsdp on one node differ by a page or two) are one:
+            # the first in the stage table's order names them.
+            named = {best[0], *(f[0] for f in close)}
+            tied = [f[0] for f in fits if f[0] in named and not math.isnan(needs.get(f[0], math.nan))]
+            if len(tied) > 1:
+                floor = min(needs[s] for s in tied)
+                least = next(s for s in tied if needs[s] <= floor * (1 + tol.MEMORY_REL))
+                fastest += f"; of them, {least} holds the least state per rank ({_gib(needs[least])})"
     return (f"- **Which fits** {where}, {whose} model of {model}, state only: "
             f"{', '.join(f[0] for f in fits)}{fastest}.")
 

@@ -204,14 +204,27 @@ def test_which_stages_fit_a_given_memory(folder):
     line = next(line for line in first_screen(text) if line.startswith("- **Which fits**"))
     assert "8 GiB per rank (given), given model of 1B parameters" in line
     # z2's three repetitions took 11 to 13 ms; z1's one, 12.9 ms, reaches into that range, z3's
-    # 15 does not.
+    # 15 does not. Of the two, z2 needs less: 5.504 GB (5.13 GiB) against z1's 7.004.
     assert ("state only: z1, z2, z3; **fastest of them: z2** (12.50 [11.00, 13.00] ms per step, lowest and "
             "highest repetition in brackets, at the run's model), but z1 (12.90) reached into that range: this run "
-            "does not tell them apart.") in line, line
+            "does not tell them apart; of them, z2 holds the least state per rank (5.13 GiB).") in line, line
     assert [r[-1] for r in stage_rows(text).values()] == ["no", "yes", "yes", "yes"]
     line = next(line for line in first_screen(summarize(folder, "--fit-params=1G", "--fit-memory=3G"))
                 if line.startswith("- **Which fits**"))
     assert line.endswith("none of the stages measured: the smallest, z3, needs 3.73 GiB.")
+    # z1 fastest now, z2 still within reach: the least state is not the fastest's.
+    write(folder / "zero.json", zero(z1={"step_s": 0.0115}))
+    line = next(line for line in first_screen(summarize(folder, "--fit-params=1G", "--fit-memory=8G"))
+                if line.startswith("- **Which fits**"))
+    assert "**fastest of them: z1**" in line and line.endswith(
+        "does not tell them apart; of them, z2 holds the least state per rank (5.13 GiB)."), line
+    # States as close as a measurement comes to its formula (1%) are one: z3's 5.46 bytes a
+    # parameter against z2's 5.504 names z2, the first in the stage table's order.
+    write(folder / "zero.json", zero(z3={"step_s": 0.0115, "bytes_per_param_measured": 5.46}))
+    line = next(line for line in first_screen(summarize(folder, "--fit-params=1G", "--fit-memory=8G"))
+                if line.startswith("- **Which fits**"))
+    assert "**fastest of them: z3**" in line and line.endswith(
+        "does not tell them apart; of them, z2 holds the least state per rank (5.13 GiB)."), line
 
 
 def test_the_fastest_stands_alone_where_no_other_reaches_its_range(folder):
