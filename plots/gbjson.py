@@ -206,6 +206,11 @@ class _Pick:
             return v, v
         return min(vals), max(vals)
 
+    @property
+    def has_repetitions(self):
+        """Whether the file holds the benchmark's repetitions, not only their aggregates."""
+        return bool(self._reps)
+
     def per_repetition(self, *metrics):
         """Each repetition's values of `metrics` together, as tuples, where every one is a number:
         two counters of one repetition belong together, where their medians may come from two."""
