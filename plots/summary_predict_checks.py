@@ -8,6 +8,7 @@ bare calls).
 Reads what the C++ wrote and compares; it measures nothing.
 """
 
+import collections
 import math
 import os
 import re
@@ -32,20 +33,27 @@ def _sweep(results, ctx):
 
 def _sweep_noise(runs):
     """How far a sweep's bare call moved between two runs of itself at a typical size: the median
-    over its sizes of |bare_repeat_ratio - 1| (each size's median); NaN without one. Not the
+    over its sizes of |bare_repeat_ratio - 1|, each size's the median over its repetitions of how
+    far each moved (a ratio of 0.8 and one of 1.25 both moved; their median, 1.02, would not
+    say so); NaN without one. Not the
     largest: over a hundred sizes one nearly always moves past 10% on a shared machine, which
     says nothing of the sizes a stage's collectives were priced at. The bare call's and not ours
     (ours_repeat_ratio), though ours is what is priced: the bare call's two runs are back to
     back, ours stand either side of them, so a steady drift moves ours three times as far."""
-    ratios = [abs(p.value("bare_repeat_ratio") - 1) for p in gbjson.representative(runs).values()
-              if finite(p.value("bare_repeat_ratio"))]
-    return statistics.median(ratios) if ratios else math.nan
+    moved = []
+    for p in gbjson.representative(runs).values():
+        each = [abs(r - 1) for (r,) in p.per_repetition("bare_repeat_ratio")]
+        if not each and finite(p.value("bare_repeat_ratio")):  # aggregates only
+            each = [abs(p.value("bare_repeat_ratio") - 1)]
+        if each:
+            moved.append(statistics.median(each))
+    return statistics.median(moved) if moved else math.nan
 
 
 def _spread_reaches(m, exposed, predicted):
     """Whether the measured step's own repetitions reach the prediction: it lies within their
     [lowest, highest] widened by the tolerance (10% each way for comm_s; for the exposed time
-    what the median's tolerance allows). Where it does, the error is no larger than the step
+    what each end's own tolerance allows). Where it does, the error is no larger than the step
     moved by itself."""
     if m is None or m.repetitions < 2 or not finite(predicted):
         return False
@@ -53,12 +61,30 @@ def _spread_reaches(m, exposed, predicted):
     if not finite(lo, hi):
         return False
     if exposed:
-        allowed = _exposed_allowed(m.value("exposed_comm_s"))
-        return lo - allowed <= predicted <= hi + allowed
+        return lo - _exposed_allowed(lo) <= predicted <= hi + _exposed_allowed(hi)
     return lo * (1 - tol.PREDICTION_COMM_REL) <= predicted <= hi * (1 + tol.PREDICTION_COMM_REL)
 
 
-def _noise_why(m, exposed, sweep, sweep_runs, predicted):
+def _sweep_noise_reaches(p, exposed, noise):
+    """Whether the sweep's own noise (a relative move of its calls) takes the prediction past its
+    bar and reaches its error: for comm_s the move itself, for the exposed time the move times
+    how far the exposed time follows the collectives (`exposed_per_comm`, at least 1), against
+    its bar of 25% or 1 ms. A noise of 12% does not explain an error of 200%."""
+    if not finite(noise):
+        return False
+    if exposed:
+        pe, me = p.value("exposed_comm_s_predicted"), p.value("exposed_comm_s_measured")
+        k = p.value("exposed_per_comm")
+        if not finite(pe, me):
+            return False
+        moved = noise * max(1.0, k if finite(k) else 1.0) * me
+        allowed = _exposed_allowed(me)
+        return moved > allowed and abs(pe - me) <= allowed + moved
+    c = p.value("comm_error")
+    return noise > tol.PREDICTION_COMM_REL and finite(c) and abs(c) <= tol.PREDICTION_COMM_REL + noise
+
+
+def _noise_why(p, m, exposed, sweep, sweep_runs, predicted):
     """The run's own noise as the reason for an error, where it reaches the error; "" where it
     does not. Two measurements of it: the measured step's repetitions, and the sweep's bare
     calls against themselves. One text for every stage it applies to, so that they share a
@@ -68,9 +94,10 @@ def _noise_why(m, exposed, sweep, sweep_runs, predicted):
         said.append("the measured step's own repetitions ([lowest, highest] beside each), widened by the bar, "
                     "reach the prediction")
     noise = _sweep_noise(sweep_runs)
-    if finite(noise) and noise > tol.PREDICTION_COMM_REL:
+    if _sweep_noise_reaches(p, exposed, noise):
         said.append(f"the sweep's bare calls moved {noise:.0%} between two runs of the same call at a typical size "
-                    f"(the median over its sizes of `bare_repeat_ratio` in {sweep})")
+                    f"(the median over its sizes of how far `bare_repeat_ratio` moved in each repetition, in "
+                    f"{sweep})")
     return "; ".join(said) + ": this machine's noise is above the bar" if said else ""
 
 
@@ -181,9 +208,8 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None, notes=None):
     skew = m.value("skew_wait_s") if m is not None else math.nan
     # The model predicts the skew that the kernels' rank_spread makes; older results have none.
     predicted_skew = p.value("skew_wait_s_predicted")
-    beyond = skew - (predicted_skew if finite(predicted_skew) else 0.0)
-    if exposed and finite(beyond, off_s) and off_s < 0 and beyond >= abs(off_s) / 2:
-        late = m.value("late_rank")
+    if exposed and _covers_shortfall(m, p, "skew_wait_s", predicted_skew):
+        late = _most_often(m, "late_rank")
         who = f", rank {late:.0f} most often" if finite(late) and late >= 0 else ""
         notes.append(f"{skew * 1e3:.2f} ms waiting for a late rank{who}; " +
                      (f"{predicted_skew * 1e3:.2f} ms of it predicted" if finite(predicted_skew)
@@ -205,12 +231,12 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None, notes=None):
                 "on the cores the ranks' compute leaves and has the last ranks finish a blocking one after "
                 "the first ones' busy spell, but a rank waiting for a core waits the scheduler's delay, "
                 f"which differs from run to run{after} (docs/predict.md)" + _amplified(p, notes))
-    if exposed and finite(late_finish, off_s) and off_s < 0 and late_finish >= abs(off_s) / 2:
+    if exposed and _covers_shortfall(m, p, "late_finish_wait_s"):
         return (f"{late_finish * 1e3:.2f} ms of the measured exposed time came after another rank had "
                 "already finished the same collectives (`late_finish_wait_s`): this rank's own progress "
                 "was behind, on CPUs its communication thread waiting for a core (docs/predict.md)")
     predicted = p.value("exposed_comm_s_predicted" if exposed else "comm_s_predicted")
-    noise_why = _noise_why(m, exposed, sweep, sweep_runs, predicted)
+    noise_why = _noise_why(p, m, exposed, sweep, sweep_runs, predicted)
     noisy = bool(noise_why)
     if not exposed and _warm_gathers(ctx, p, table, sweep_ctx, off_s):
         warm = (f"on CPU ranks of one node {sweep or 'the sweep'} ran each size's calls on the same "
@@ -232,6 +258,36 @@ def _prediction_why(ctx, p, results, off_s, exposed, table=None, notes=None):
                 + _amplified(p, notes))
     return NO_CAUSE + (" (`zb_zero --trace-round=comm` traces the round with communication alone; "
                        "`zb_predict --measured=... --explain` lines it up against the replay)")
+
+
+def _covers_shortfall(m, p, part, predicted_part=math.nan):
+    """Whether a part of the measured exposed time (skew_wait_s, late_finish_wait_s), beyond what
+    was predicted of it, is at least half the prediction's shortfall, in more than half the
+    measured step's repetitions: each repetition's part against its own exposed time, since
+    two medians can come from two repetitions. A repetition's exposed time is taken as far
+    from the prediction's measured value (the step's median) as it lay from its own median."""
+    pe, me = p.value("exposed_comm_s_predicted"), p.value("exposed_comm_s_measured")
+    if m is None or not finite(pe, me):
+        return False
+    center = m.value("exposed_comm_s")
+    each = m.per_repetition("exposed_comm_s", part) or [(center, m.value(part))]
+    each = [(me + e - center, x) for e, x in each if finite(e, x, center)]
+    if not each:
+        return False
+    known = predicted_part if finite(predicted_part) else 0.0
+    held = [pe < e and x - known >= (e - pe) / 2 for e, x in each]
+    return sum(held) > len(held) / 2
+
+
+def _most_often(m, metric):
+    """The value the step's repetitions give most often (a rank number: their median can name a
+    rank none of them named), NaN where two tie or none gives one."""
+    values = [v for (v,) in m.per_repetition(metric)] or \
+        ([m.value(metric)] if finite(m.value(metric)) else [])
+    if not values:
+        return math.nan
+    counts = collections.Counter(values).most_common()
+    return counts[0][0] if len(counts) == 1 or counts[0][1] > counts[1][1] else math.nan
 
 
 def _sweep_changed(ctx):
