@@ -60,14 +60,57 @@ EXACT = {"wrong", "volume_psi_accounted", "bytes_per_param_measured", "bytes_per
          "intra_node_bytes_formula",
          # zb_pipeline's formulas and counts
          "volume_psi_formula", "grad_bytes_per_param_formula", "collectives", "microbatches",
-         "chunks"}
+         "chunks",
+         # zb_offload's books, formulas and shape
+         "host_bytes_per_param_accounted", "device_bytes_per_param_formula", "chunk_bytes", "slots",
+         "layers",
+         # zb_collectives' shape: the size, and the buffers a spread call cycles through
+         "bytes", "footprint_bytes",
+         # a quantized gather's error bound follows from its format and the values' range
+         "weight_error_bound"}
 EXACT_REL_TOL = 1e-9
 
 # Measured counters compared as exact within a relative tolerance. bytes_per_param_measured is
 # resident-set growth (cudaMemGetInfo on GPUs), counted in pages: identical runs differ by a
-# page or two, 0.08% at most on the quick model. volume_psi_measured is the bytes the ranks
-# wrote to their sockets, which include a few bytes of the transport's own.
-DEFAULT_TOLERANCES = {"bytes_per_param_measured": 0.005, "volume_psi_measured": 0.01}
+# page or two, 0.08% at most on the quick model; the pipeline's gradients and the offload's
+# host and device bytes are measured the same way, the device's a small state (half a byte a
+# parameter on the quick model, where a page is 0.8% of it: two pages apart between runs). volume_psi_measured and wire_bytes_measured
+# are the bytes the ranks wrote to their sockets, which include a few bytes of the transport's
+# own; a node's link or loopback counter (inter/intra_node_bytes_measured) adds the TCP/IP
+# headers, up to 2% (plots/tolerances.py). A quantized gather's error against the original
+# weights is a deterministic function of the same values, up to the order of a threaded sum.
+DEFAULT_TOLERANCES = {"bytes_per_param_measured": 0.005, "grad_bytes_per_param_measured": 0.005,
+                      "host_bytes_per_param_measured": 0.005, "device_bytes_per_param_measured": 0.05,
+                      "volume_psi_measured": 0.01, "wire_bytes_measured": 0.01,
+                      "inter_node_bytes_measured": 0.02, "intra_node_bytes_measured": 0.02,
+                      "weight_error_max": 0.01, "weight_error_rms": 0.01}
+
+# Counters a results file holds that no comparison judges, each with why: a run's own
+# conditions (its host's speed, its noise), or a copy of a counter judged in another file.
+NOT_COMPARED = {
+    "bare_repeat_ratio": "the bare call against itself: the host's noise, not the code's",
+    "page_faults": "the kernel's paging during a benchmark: the host's",
+    "primed_calls": "calls run before timing, to prime the slots: a setting, not a result",
+    "rank_spread": "how far the ranks' cores differed in speed: the host's",
+    "late_rank": "which rank was last: a rank number, with no better or worse",
+    "host_steady": "whether the host held one speed: the run's conditions",
+    "reference_ratio": "the host's speed in the step against the sweep's: the run's conditions",
+    "extrapolated": "a flag of the sweep's coverage: the prediction's errors judge it",
+    "modelled": "a flag of the sweep's coverage: the prediction's errors judge it",
+    "link_gbps": "the link rate a prediction was asked for: its name says it",
+    "required_link_gbps": "a prediction from timings: its errors judge the model",
+    "beats_unquantized_below_gbps": "a prediction from timings: its errors judge the model",
+    "comm_s_measured": "zb_zero's comm_s, copied beside its prediction: judged in zero.json",
+    "exposed_comm_s_measured": "zb_zero's exposed_comm_s, copied: judged in zero.json",
+    "skew_wait_s_measured": "zb_zero's skew_wait_s, copied: judged in zero.json",
+}
+
+
+def why_not_compared(metric):
+    """Why a counter is not compared, or None where no reason is recorded."""
+    if metric.endswith("_predicted"):
+        return "a prediction: its errors against what was measured are judged (kind)"
+    return NOT_COMPARED.get(metric)
 
 # The counters the suffix rule renamed (docs/design.md), old name -> new name, by the program
 # that writes them: results written before the rename compare against results written after.
@@ -141,13 +184,14 @@ def with_new_names(context, runs):
 
 TOLERANCE_HELP = ("METRIC=REL: compare METRIC as an exact (always gated) metric that may differ "
                   "by a relative REL; also makes a measured counter such as volume_psi_measured "
-                  "exact within REL; REL 0 makes it bit-exact. Defaults: "
+                  f"exact within REL; REL 0 holds it to {EXACT_REL_TOL:g}, as the exact counters are. "
+                  "Defaults: "
                   + ", ".join(f"{m}={r:g}" for m, r in sorted(DEFAULT_TOLERANCES.items()))
                   + ". Repeatable.")
 
 # How a timed counter's name says which way is better. Checked in this order: bandwidths and
 # rates first, because params_per_s also ends in "_s".
-HIGHER_NAMES = {"GBps", "frac_of_limit", "overlap_eff"}
+HIGHER_NAMES = {"GBps", "frac_of_limit", "overlap_eff", "hidden_frac"}
 HIGHER_SUFFIXES = ("_GBps", "_per_s", "_frac_of_limit", "_overlap_eff")
 LOWER_NAMES = {"real_time", "overhead_ratio"}
 # Percentiles of a time (p50, p99, p50_s, lat_p99_us, ...) are timings whatever their unit.
@@ -183,7 +227,9 @@ def parse_tolerances(items):
             value = math.nan
         if not metric or not value >= 0:
             raise ValueError(f"--tolerance {item!r}: expected METRIC=REL with REL >= 0")
-        for name in {renamed.get(metric, metric) for renamed in RENAMED.values()}:
+        # zb_predict's old names are zb_zero's current ones (comm_s, step_s): a tolerance given
+        # for the measurement is not the prediction's.
+        for name in {renamed.get(metric, metric) for program, renamed in RENAMED.items() if program != "zb_predict"}:
             overrides[name] = value
     return merged_tolerances(overrides)
 
@@ -197,8 +243,9 @@ def kind(metric, tolerances=None):
     if metric in EXACT or metric in (DEFAULT_TOLERANCES if tolerances is None else tolerances):
         return "exact"
     if metric.endswith("_predicted"):
-        # zb_predict's model of a quantity is judged as the quantity (comm_s_predicted: a time).
-        return kind(metric[:-len("_predicted")], tolerances)
+        # A prediction moving is neither better nor worse: its errors against what was
+        # measured (comm_error, exposed_error) are what is judged.
+        return None
     if metric.endswith(ERROR_SUFFIXES):
         return "error"
     if metric in HIGHER_NAMES or metric.endswith(HIGHER_SUFFIXES):
@@ -275,11 +322,17 @@ def compare_timed(bench, metric, base_vals, cur_vals, threshold, gated):
     b, c = _clean(base_vals), _clean(cur_vals)
     base, cur = _median(b), _median(c)
     change = _relative(base, cur)
+    if b and not c:  # a value in the baseline, none now: lost, as a metric gone is
+        return Row(bench, metric, base, cur, change, "MISSING" if gated else "missing", "no finite value now")
     if not b or not c:
         return Row(bench, metric, base, cur, change, "n/a", "no finite samples")
-    worse = change if lower_better else -change
-    if worse <= threshold:
-        verdict = "improved" if -worse > threshold else "ok"
+    # On the log of the ratio, so that a time 10.5% longer and the rate 1/1.105 of it (9.5%
+    # lower) are the same worsening; the relative change where a side is not above zero.
+    step = math.log(cur / base) if base > 0 and cur > 0 else change
+    worse = step if lower_better else -step
+    bar = math.log1p(threshold) if base > 0 and cur > 0 else threshold
+    if worse <= bar:
+        verdict = "improved" if -worse > bar else "ok"
         return Row(bench, metric, base, cur, change, verdict)
     note = ""
     if len(b) >= MIN_REPS_FOR_TEST and len(c) >= MIN_REPS_FOR_TEST:
@@ -325,8 +378,11 @@ def compare_benchmark(bench, base_runs, cur_runs, threshold, gate, tolerances=No
                             "metric gone from current"))
             continue
         if not in_base:
-            rows.append(Row(bench, metric, math.nan,
-                            _median([r.value(metric) for r in cur_runs]), math.nan, "new"))
+            cur = _median([r.value(metric) for r in cur_runs])
+            # Elements that differ from the reference are a bug whatever the baseline recorded.
+            bad = metric == "wrong" and any(v != 0 for v in _clean([r.value(metric) for r in cur_runs]))
+            rows.append(Row(bench, metric, math.nan, cur, math.nan, "MISMATCH" if bad else "new",
+                            "wrong elements, with no baseline to hold them against" if bad else ""))
             continue
         base_vals = [r.value(metric) for r in base_runs]
         cur_vals = [r.value(metric) for r in cur_runs]

@@ -178,7 +178,7 @@ def test_noisy_timings_that_are_not_gated_never_fail(tmp_path):
     r = ab(d)
     assert r.returncode == 0, r.stdout + r.stderr
     first = r.stdout.splitlines()[0]
-    assert first.startswith("PASS: 0 of 7 gated timings regressed, 0 of 26 exact metrics differ")
+    assert first.startswith("PASS: 0 of 7 gated timings regressed, 0 of 32 exact metrics differ")
     assert len(rows_of(d / "ab.md", "worse (not gated)")) + len(rows_of(d / "ab.md", "too noisy")) == 13
     assert {v for _, _, v in gated_rows(d / "ab.md")} == {"ok"}
     assert "Reported, not gated: 21 timed metrics:" in (d / "ab.md").read_text(encoding="utf-8")

@@ -248,3 +248,36 @@ def test_results_folders(tmp_path):
     write(cur / "optimizer.json", docs["optimizer.json"])
     (cur / "zero.json").write_text("{truncated")
     assert run_tool("compare.py", base, cur).returncode == 2
+
+
+def test_a_time_and_its_rate_worsen_alike(tmp_path):
+    """A step 10.5% longer and a bandwidth at 1/1.105 of the baseline's (9.5% lower) are the
+    same slowdown: both past the 10% threshold, judged on the log of the ratio."""
+    base = doc(step_rows(STEADY, step_s=0.01, busbw_GBps=10.0))
+    r = compare(tmp_path, base, doc(step_rows(STEADY, step_s=0.01105, busbw_GBps=10.0 / 1.105)), "--gate", "all")
+    assert r.returncode == 1, r.stdout
+    assert "REGRESSION" in verdict(r.stdout, "step_s") and "REGRESSION" in verdict(r.stdout, "busbw_GBps")
+    # A step at 1/1.105 (9.5% shorter) is the gain of a rate 10.5% higher: both improved; at
+    # 1/1.095 and 9.5% higher, both within the threshold.
+    for gain, word in ((1.105, "improved"), (1.095, "ok")):
+        r = compare(tmp_path, base, doc(step_rows(STEADY, step_s=0.01 / gain, busbw_GBps=10.0 * gain)),
+                    "--gate", "all")
+        assert word in verdict(r.stdout, "step_s") and word in verdict(r.stdout, "busbw_GBps"), r.stdout
+
+
+def test_a_timing_with_no_value_now_is_lost(tmp_path):
+    """A gated timing the baseline measured and the current run wrote as NaN is lost, as one the
+    current run dropped is; measured on neither side it is n/a."""
+    base = doc(step_rows(STEADY, step_s=0.01))
+    r = compare(tmp_path, base, doc(step_rows(STEADY, step_s=NAN)), "--gate", "all")
+    assert r.returncode == 1 and "MISSING" in verdict(r.stdout, "step_s"), r.stdout
+    r = compare(tmp_path, base, doc(step_rows(STEADY, step_s=NAN)))
+    assert r.returncode == 0 and "missing" in verdict(r.stdout, "step_s"), r.stdout
+
+
+def test_wrong_elements_fail_with_no_baseline_for_them(tmp_path):
+    base = doc([row(STEP, 10.0, "ms", ranks=4)])
+    r = compare(tmp_path, base, doc([row(STEP, 10.0, "ms", ranks=4, wrong=3)]))
+    assert r.returncode == 1 and "MISMATCH" in verdict(r.stdout, "wrong"), r.stdout
+    r = compare(tmp_path, base, doc([row(STEP, 10.0, "ms", ranks=4, wrong=0)]))
+    assert r.returncode == 0 and "new" in verdict(r.stdout, "wrong"), r.stdout
