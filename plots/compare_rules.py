@@ -74,11 +74,13 @@ EXACT_REL_TOL = 1e-9
 # resident-set growth (cudaMemGetInfo on GPUs), counted in pages: identical runs differ by a
 # page or two, 0.08% at most on the quick model; the pipeline's gradients and the offload's
 # host and device bytes are measured the same way, the device's a small state (half a byte a
-# parameter on the quick model, where a page is 0.8% of it: two pages apart between runs). volume_psi_measured and wire_bytes_measured
-# are the bytes the ranks wrote to their sockets, which include a few bytes of the transport's
-# own; a node's link or loopback counter (inter/intra_node_bytes_measured) adds the TCP/IP
-# headers, up to 2% (plots/tolerances.py). A quantized gather's error against the original
-# weights is a deterministic function of the same values, up to the order of a threaded sum.
+# parameter on the quick model, where a page is 0.8% of it: two pages apart between runs).
+# volume_psi_measured and wire_bytes_measured are the bytes the ranks wrote to their sockets,
+# which include a few bytes of the transport's own; a node's link or loopback counter
+# (inter/intra_node_bytes_measured) adds the TCP/IP headers, up to 2% of the payload (the
+# summary's bound above the rings' books, plots/tolerances.py, is this one). A quantized
+# gather's error against the original weights is a deterministic function of the same values,
+# up to the order of a threaded sum.
 DEFAULT_TOLERANCES = {"bytes_per_param_measured": 0.005, "grad_bytes_per_param_measured": 0.005,
                       "host_bytes_per_param_measured": 0.005, "device_bytes_per_param_measured": 0.05,
                       "volume_psi_measured": 0.01, "wire_bytes_measured": 0.01,

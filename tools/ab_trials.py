@@ -118,31 +118,32 @@ def gate_args(folder, ab_args):
 
 
 def judged(folder, ab_args):
-    """(rows, whether the gate fails) of a finished trial, judged as ab.py judges a folder with
-    the ab.py options among ab_args."""
+    """(rows, the gated timings that fail the run for being too noisy to judge) of a finished
+    trial, judged as ab.py judges a folder with the ab.py options among ab_args (none but with
+    --undecided=fail)."""
     args = gate_args(folder, ab_args)
     names, sides = load(folder)
     rows = ab_rows(names, sides, args.threshold, args.confidence, args.tolerances)
     gate = judge(rows, len(names), args.threshold, args.error)
-    return rows, ab.head(gate, rows, args)[1]
+    return rows, gate.blind if args.undecided == "fail" else []
 
 
 NOT_TRIED = "n/a"  # a plant whose run the trial did not hold (ab.sh --only left its family out)
 
 
-def tally(kind, rows, bad, failed_runs, o):
+def tally(kind, rows, blind, failed_runs, o):
     """(passed or caught collective, caught stage, what else failed) of one trial: True or
     False, None for the stage of an A/A trial, NOT_TRIED for a plant whose gated timings the
-    trial did not measure."""
-    failing = [r for r in rows if r.verdict in FAILING]
+    trial did not measure. blind: the gated timings that failed the run as too noisy."""
+    failing = [r for r in rows if r.verdict in FAILING] + list(blind)
     if kind == "aa":
         why = [f"{r.benchmark} {r.metric} {r.verdict}" for r in failing]
         if failed_runs:
             why.append("a benchmark run failed")
-        return not bad and not failed_runs, None, "; ".join(why)
-    coll = [r for r in failing if r.gated and r.benchmark.startswith(o["op"] + "/")]
-    stage = [r for r in failing if r.gated and r.metric == "step_s"
-             and r.benchmark.startswith(f"zero/stage:{o['stage']}/")]
+        return not failing and not failed_runs, None, "; ".join(why)
+    caught = [r for r in failing if r.gated and r.verdict == "REGRESSION"]  # not a blind one
+    coll = [r for r in caught if r.benchmark.startswith(o["op"] + "/")]
+    stage = [r for r in caught if r.metric == "step_s" and r.benchmark.startswith(f"zero/stage:{o['stage']}/")]
     other = [r for r in failing if r not in coll and r not in stage]
     clean = not other and not failed_runs
     why = [f"{r.benchmark} {r.metric} {r.verdict}" for r in other]
@@ -250,11 +251,11 @@ def outcome(line, folder, o):
             failed_runs = FAILED_RUNS in log.read()
         if not os.path.exists(os.path.join(folder, "ab.md")):
             raise gbjson.InputError("no ab.md")
-        rows, bad = judged(folder, o["ab"])
+        rows, blind = judged(folder, o["ab"])
     except (OSError, gbjson.InputError) as e:
         line.update(ok="", stage="", **{"else": f"ab.sh exit {line['rc']} ({e}): see {folder}/ab.log"})
         return line
-    a, b, why = tally(line["kind"], rows, bad, failed_runs, o)
+    a, b, why = tally(line["kind"], rows, blind, failed_runs, o)
     line.update(ok=_cell(a), stage=_cell(b), **{"else": why})
     return line
 

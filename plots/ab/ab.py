@@ -77,6 +77,14 @@ def head(gate, rows, args):
              f"{lost} benchmarks or metrics lost"]
     if blind:
         parts.append(f"{len(blind)} gated timings too noisy (fails: --undecided=fail)")
+    # Too noisy to judge is not the same as fine: a gated timing whose estimate is itself past
+    # the threshold is named in the verdict's line, fail or pass.
+    bar = math.log1p(args.threshold)
+    dubious = [r for r in gate.blind if r.ratio > 0
+               and (math.log(r.ratio) if r.kind == "lower" else -math.log(r.ratio)) > bar]
+    if dubious:
+        parts.append(f"{len(dubious)} gated timings too noisy to judge though estimated more than "
+                     f"{args.threshold * 100:g}% worse: {', '.join(f'{r.benchmark} {r.metric}' for r in dubious)}")
     lines = [f"{'FAIL' if bad else 'PASS'}: {', '.join(parts)} ({gate.pairs} pairs, threshold "
              f"{args.threshold * 100:g}%, family-wise error {args.error * 100:g}%)"]
     seen = sorted(r.detectable for r in gate.rows if not math.isnan(r.detectable))

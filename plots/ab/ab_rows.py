@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import gbjson
 from ab_stats import decide
-from compare_rules import compare_exact, gated_rule, kind, metric_names, with_new_names
+from compare_rules import FAILING, compare_exact, gated_rule, kind, metric_names, with_new_names
 
 
 @dataclass
@@ -36,6 +36,7 @@ class AbRow:
     worse: tuple = ()
     gated: str = ""
     p: float = math.nan
+    lost: int = 0  # pairs where B has no usable value and A has one
 
 
 def _gb_files(folder):
@@ -81,8 +82,10 @@ def _by_benchmark(runs):
     return samples, errors
 
 
-def _value(runs, metric):
-    vals = [r.value(metric) for r in runs]
+def _value(runs, metric, size=False):
+    """The median of a run's repetitions; of their sizes for a signed error (size), whose
+    median of +0.5, -0.5 and +0.01 would read as close."""
+    vals = [abs(v) if size else v for v in (r.value(metric) for r in runs)]
     vals = [v for v in vals if not math.isnan(v)]
     return statistics.median(vals) if vals else math.nan
 
@@ -97,9 +100,12 @@ def _ratio(a, b):
 
 
 def _timed_row(file, bench, metric, k, a_runs, b_runs, pairs, threshold, confidence, all_pairs):
-    ratios, unmeasured, signless, worse = [], 0, 0, {}
+    ratios, unmeasured, signless, worse, lost = [], 0, 0, {}, 0
     for p in pairs:
-        a, b = _value(a_runs[p], metric), _value(b_runs[p], metric)
+        a, b = _value(a_runs[p], metric, k == "error"), _value(b_runs[p], metric, k == "error")
+        # B without a usable value where A has one: no value, or none above zero for a time or
+        # a rate that A measured above zero (a bandwidth of 0 is a broken run, not a slow one).
+        lost += (not math.isnan(a) and math.isnan(b)) or (k != "error" and a > 0 and not b > 0)
         if math.isnan(a) or math.isnan(b):
             unmeasured += 1
             continue
@@ -111,7 +117,7 @@ def _timed_row(file, bench, metric, k, a_runs, b_runs, pairs, threshold, confide
             worse[p] = -math.log(r) if k == "higher" else math.log(r)
     if not ratios and not signless:
         return AbRow(file, bench, metric, k, 0, math.nan, math.nan, math.nan, math.nan, "n/a",
-                     "not measured")
+                     "not measured", lost=lost)
     d = decide(ratios, k == "higher", threshold, confidence)
     notes = []
     if signless:
@@ -121,7 +127,7 @@ def _timed_row(file, bench, metric, k, a_runs, b_runs, pairs, threshold, confide
     # A metric the gate does not judge fails nothing, however much worse.
     verdict = "worse (not gated)" if d.verdict == "REGRESSION" else d.verdict
     return AbRow(file, bench, metric, k, d.pairs, d.ratio, d.low, d.high, d.detectable,
-                 verdict, "; ".join(notes), tuple(worse.get(p, math.nan) for p in all_pairs))
+                 verdict, "; ".join(notes), tuple(worse.get(p, math.nan) for p in all_pairs), lost=lost)
 
 
 def _exact_row(file, bench, metric, a_runs, b_runs, pairs, tolerance):
@@ -192,7 +198,11 @@ def rows(pair_names, sides, threshold, confidence, tolerances):
                                    tolerances, pair_names)
     for r in out:
         rule = gated_rule(r.file, r.benchmark, r.metric)
-        if rule and r.kind in ("lower", "higher"):
-            r.gated = rule.why
+        if not (rule and r.kind in ("lower", "higher")) or r.verdict in FAILING:
+            continue  # a gated timing B lost fails as lost, not as a timing
+        if r.lost:
+            r.verdict, r.note = "MISSING", f"B has no usable value in {r.lost} pairs where A has one"
+            continue
+        r.gated = rule.why
     return out
 

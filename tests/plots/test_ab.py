@@ -266,3 +266,69 @@ def test_bad_input_exits_2_with_one_line_and_no_report(tmp_path, damage):
 def test_bad_flag_exits_2_with_one_line(tmp_path, flag):
     r = ab(ab_folder(tmp_path / "ab"), flag)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def _without(metric, value=None):
+    """B's zb_collectives rows with busbw_GBps dropped (value None) or set to value."""
+    def b(i):
+        d = collectives(i)
+        for r in d["benchmarks"]:
+            if value is None:
+                r.pop(metric, None)
+            else:
+                r[metric] = value
+        return d
+    return b
+
+
+@pytest.mark.parametrize("change,lost,what", [
+    (None, 6, "metric gone from B"),  # B stopped writing it: every size's, gated or not
+    (0.0, 3, "B has no usable value in 7 pairs where A has one"),  # the gated 1 MiB ones at 0
+    (float("nan"), 3, "B has no usable value in 7 pairs where A has one"),
+])
+def test_a_gated_timing_b_lost_fails_as_lost(tmp_path, change, lost, what):
+    """A gated bandwidth that B no longer measures (dropped, 0, NaN) is lost, whatever the gate
+    could have said of a timing: the run fails and says so."""
+    d = ab_folder(tmp_path / "ab", b_collectives=_without("busbw_GBps", change))
+    r = ab(d)
+    assert r.returncode == 1, r.stdout + r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("FAIL:") and f"{lost} benchmarks or metrics lost" in first, first
+    assert any(what in line and "busbw_GBps" in line for line in r.stdout.splitlines()), r.stdout
+
+
+def test_a_signed_error_is_judged_by_its_size(tmp_path):
+    """comm_error of +0.5, -0.5 and +0.01 over three repetitions against A's +0.05 throughout:
+    the median of the signed values (+0.01) would read as better; of their sizes, 0.5, worse."""
+    def with_error(values):
+        def z(i):
+            d = zero(i)
+            rows = []
+            for r in d["benchmarks"]:
+                for rep, v in enumerate(values):
+                    rows.append(dict(r, repetition_index=rep, repetitions=len(values), comm_error=v))
+            d["benchmarks"] = rows
+            return d
+        return z
+    d = ab_folder(tmp_path / "ab", b_zero=with_error((0.5, -0.5, 0.01)))
+    for i in range(7):  # A: +0.05 in every repetition
+        write(d / "A" / f"p{i + 1:02d}" / "zero" / "zero.json", with_error((0.05, 0.05, 0.05))(i))
+    r = ab(d)
+    assert r.returncode == 0, r.stdout + r.stderr
+    worse = [m for _, m in rows_of(d / "ab.md", "worse (not gated)")]
+    assert worse.count("comm_error") == 2, (d / "ab.md").read_text(encoding="utf-8")
+
+
+def test_a_gated_timing_too_noisy_but_estimated_worse_is_named(tmp_path):
+    """B's 1 MiB all-reduce three times slower in three pairs of seven, as fast in the rest: too
+    noisy for the gate to call, but its estimate is past the threshold, and the verdict's line
+    names it rather than pass it in silence."""
+    slow = (3.0, 1.0, 3.0, 1.0, 1.0, 3.0, 1.0)
+    d = ab_folder(tmp_path / "ab", b_collectives=lambda i: collectives(i, {"all_reduce": slow[i]}))
+    r = ab(d)
+    first = r.stdout.splitlines()[0]
+    gate = {(b, m): v for b, m, v in gated_rows(d / "ab.md")}
+    verdict = next(v for (b, m), v in gate.items() if b.startswith("all_reduce/bytes:1048576"))
+    assert verdict == "too noisy", gate
+    assert "1 gated timings too noisy to judge though estimated more than 10% worse: " \
+        "all_reduce/bytes:1048576" in first, first

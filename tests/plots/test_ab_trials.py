@@ -163,3 +163,27 @@ def test_tally_resamples_each_kind_from_its_own_trials(tmp_path, capsys):
     assert ("- 10,000 trials of 7 pairs drawn with replacement from the 14 planted pairs of 2 "
             "trials, the other timings' median pair made no change: all_reduce caught and nothing "
             "else in 100.0%, z3 step caught and nothing else in 100.0%.") in text
+
+
+def test_a_plant_caught_beside_a_timing_too_noisy_to_judge_is_not_clean(tmp_path, capsys):
+    """With --undecided=fail a gated timing too noisy to judge fails the run: a planted trial
+    whose plants were caught then did not pass cleanly, and an A/A trial failed, each saying
+    which timing."""
+    wobble = (0.6, 1.6, 0.7, 1.5, 0.65, 1.55, 1.0)  # around 1: no worse, far too noisy
+
+    def noisy(slow):
+        def b(i):
+            return collectives(i, dict(slow, reduce_scatter=wobble[i]))
+        return b
+    lines = [trial(tmp_path, "aa", 1, 1, b_collectives=noisy({})),
+             trial(tmp_path, "planted", 1, 1, b_collectives=noisy({"all_reduce": 1.2}),
+                   b_zero=lambda i: zero(i, slow={"z3": 1.12}))]
+    options = {"trials": 1, "kinds": ["aa", "planted"], "fraction": 0.1, "op": "all_reduce", "stage": "z3",
+               "ab": ["--pairs=7", "--undecided=fail", "HEAD", "HEAD", "--", "--quick"]}
+    tallied(tmp_path, lines, options, capsys)
+    with open(tmp_path / "trials.csv", encoding="utf-8", newline="") as f:
+        got = {(x["kind"], x["trial"]): x for x in csv.DictReader(f)}
+    assert got[("aa", "1")]["ok"] == "0" and "reduce_scatter/bytes:1048576/" in got[("aa", "1")]["else"]
+    assert "too noisy" in got[("aa", "1")]["else"], got
+    assert (got[("planted", "1")]["ok"], got[("planted", "1")]["stage"]) == ("0", "0"), got
+    assert "reduce_scatter/bytes:1048576/" in got[("planted", "1")]["else"], got
