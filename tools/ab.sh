@@ -19,7 +19,8 @@ gated timings of plots/compare_rules.py (GATED) judged together, so that unchang
 in at most 5% of runs; every exact metric; every other timing reported, never gated.
 
 options:
-  --pairs=N          pairs of runs (default 8, at least 5; even, so each order runs as often)
+  --pairs=N          pairs of runs (default 8, from 5 to 99; an even count runs each order
+                     as often)
   --out=DIR          where the runs, logs and report go (default results/ab_<stamp>_<host>)
   --only=A,B         families, as run_all.sh --only names them (default all of them; the
                      names are tools/run_table.toml's: python3 tools/run_table.py families)
