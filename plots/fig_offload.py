@@ -40,32 +40,34 @@ def exposed(runs, outdir):
         raise fs.NoData("no offload_grads benchmark with compute_per_chunk_s and exposed_copy_s")
     series = _series(picks, lambda p, s: f"{s:g} slot" + ("" if s == 1 else "s"))
     fig, ax = fs.new_figure()
-    rows, xs, ys, hides = [], [], [], []
+    rows, xs, ys = [], [], []
     for i, ((slots, name), members) in enumerate(series.items()):
         members = sorted(members, key=lambda p: p.value("compute_per_chunk_s"))
         x = [p.value("compute_per_chunk_s") for p in members]
-        ax.plot(x, [p.value("exposed_copy_s") for p in members], label=name, **fs.line_style(i))
+        style = fs.line_style(i)
+        ax.plot(x, [p.value("exposed_copy_s") for p in members], label=name, **style)
         spread = fs.band(ax, x, members, "exposed_copy_s", i)
+        # Every benchmark measures its own condition, and it depends on the slots: one mark per
+        # line, in its colour, at the lower middle of its benchmarks' (a value one of them
+        # measured), each benchmark's own in the CSV beside the mark drawn.
+        hides = [p.value("hide_condition_s") for p in members if fs.finite(p.value("hide_condition_s"))]
+        mark = statistics.median_low(hides) if hides else None
+        if mark is not None:
+            ax.axvline(mark, color=style["color"], linewidth=0.8, linestyle=":")
+            xs.append(mark)
         for p, (lo, hi) in zip(members, spread):
-            hide = p.value("hide_condition_s")
-            if fs.finite(hide):
-                hides.append(hide)
             xs.append(p.value("compute_per_chunk_s"))
             ys += [p.value("exposed_copy_s"), hi]
             rows.append([p.name, name, slots, p.value("compute_per_chunk_s"), p.value("exposed_copy_s"),
-                         lo, hi, _or_none(hide), _or_none(p.value("hidden_frac")), p.repetitions])
-    # Every benchmark measures its own condition; one mark, at their median, keeps it readable
-    # (the CSV holds each benchmark's own).
-    if hides:
-        mid = statistics.median(hides)
-        ax.axvline(mid, color="0.3", linewidth=0.8, linestyle=":")
-        xs.append(mid)
+                         lo, hi, _or_none(p.value("hide_condition_s")), mark, _or_none(p.value("hidden_frac")),
+                         p.repetitions])
     distinct = sorted(set(xs))
     sizable = [x for x in distinct if x >= distinct[-1] / 1000]
     if len(sizable) < len(distinct) and len(sizable) >= 2:
         # A sweep from "no compute" (a few ns measured) would stretch a log axis over decades
         # with nothing in them: linear up to the first sizable value, logarithmic above.
         ax.set_xscale("symlog", linthresh=sizable[0], linscale=0.5)
+        ax.set_xlim(left=0)  # no compute time below zero: the symlog axis would show one
         ax.xaxis.set_minor_formatter(NullFormatter())
         axis_note = ", log past the first"
     elif distinct[0] > 0 and distinct[-1] / distinct[0] >= 10:
@@ -76,7 +78,7 @@ def exposed(runs, outdir):
         axis_note = ""
     unit = fs.time_axis(ax.xaxis, xs)
     # Two lines: on one, the label is wider than a column.
-    ax.set_xlabel(f"compute per chunk ({unit}{axis_note})\ndotted: hide condition")
+    ax.set_xlabel(f"compute per chunk ({unit}{axis_note})\ndotted: each line's hide condition")
     unit = fs.time_axis(ax.yaxis, ys)
     ax.set_ylabel(f"exposed copy time per step ({unit})")
     ax.set_ylim(bottom=0)
@@ -84,8 +86,8 @@ def exposed(runs, outdir):
     ax.legend()
     return fs.save(fig, outdir, "offload_exposed",
                    ["benchmark", "series", "slots", "compute_per_chunk_s", "exposed_copy_s",
-                    "exposed_copy_s_min", "exposed_copy_s_max", "hide_condition_s", "hidden_frac",
-                    "repetitions"], rows)
+                    "exposed_copy_s_min", "exposed_copy_s_max", "hide_condition_s", "hide_condition_drawn_s",
+                    "hidden_frac", "repetitions"], rows)
 
 
 def _or_none(v):

@@ -2,7 +2,9 @@
 
 Lines are the formulas as the C++ wrote them for each M (volume_psi_formula,
 grad_bytes_per_param_formula); points are what was measured there (volume_psi_measured at
-the sockets, else volume_psi_accounted; grad_bytes_per_param_measured).
+the sockets; grad_bytes_per_param_measured). A volume no socket measured is drawn from the
+harness's own books (volume_psi_accounted) as a hollow point, labelled "accounted": it sits on
+the formula by construction and must not read as a measurement agreeing with it.
 """
 
 import matplotlib.pyplot as plt
@@ -43,12 +45,17 @@ def microbatches(runs, outdir):
         grad_m = [p.value("grad_bytes_per_param_measured") for _, p in members]
         line = dict(color=style["color"], linestyle=style["linestyle"])
         top.plot(x, vol_f, label=f"{stage} formula", **line)
-        top.plot(x, [v for v, _ in measured], linestyle="none", marker=style["marker"],
-                 color=style["color"], label=f"{stage} measured")
+        legend = {}
+        for how, word, face in (("sockets", "measured", style["color"]), ("accounted", "accounted", "none")):
+            at = [(xi, v) for xi, (v, h) in zip(x, measured) if h == how]
+            if at:
+                legend[how] = f"{stage} {word}"
+                top.plot([xi for xi, _ in at], [v for _, v in at], linestyle="none", marker=style["marker"],
+                         color=style["color"], markerfacecolor=face, label=legend[how])
         bottom.plot(x, grad_f, **line)
         bottom.plot(x, grad_m, linestyle="none", marker=style["marker"], color=style["color"])
         for (m, p), vf, (vm, how), gf, gm in zip(members, vol_f, measured, grad_f, grad_m):
-            rows.append([p.name, stage, m, vf, vm, how, gf, gm])
+            rows.append([p.name, stage, m, vf, vm, how, legend[how], gf, gm])
     fs.log2_axis(bottom, "x", ms, fs.plain_formatter())
     bottom.set_xticks(sorted(set(ms)))
     bottom.set_xlabel("micro-batches per step M (log2)")
@@ -64,4 +71,5 @@ def microbatches(runs, outdir):
     top.legend(ncol=2)
     return fs.save(fig, outdir, "pipeline_microbatches",
                    ["benchmark", "stage", "microbatches", "volume_psi_formula", "volume_psi_drawn",
-                    "volume_source", "grad_bytes_per_param_formula", "grad_bytes_per_param_measured"], rows)
+                    "volume_source", "volume_legend", "grad_bytes_per_param_formula",
+                    "grad_bytes_per_param_measured"], rows)

@@ -26,9 +26,10 @@ def exposed_vs_ratio(runs, outdir):
     fig, ax = fs.new_figure()
     rows, xs, ys = [], [], []
     for i, ((_, name), members) in enumerate(sorted(series.items())):
-        # The ratio is only where the point sits on the x axis; both of its
-        # inputs go to the CSV as the C++ wrote them.
-        pts = sorted(((p.value("compute_s") / p.value("comm_s"), p) for p in members),
+        # The ratio is only where the point sits on the x axis: each repetition's own, their
+        # median (a ratio of two medians can be one no repetition had); both inputs go to the
+        # CSV as the C++ wrote them.
+        pts = sorted(((p.median_of(lambda c, m: c / m, "compute_s", "comm_s"), p) for p in members),
                      key=lambda t: t[0])
         ax.plot([x for x, _ in pts], [p.value("exposed_comm_s") for _, p in pts],
                 label=name, **fs.line_style(i))

@@ -75,17 +75,19 @@ def volume(runs, outdir):
 
 
 def step_time(runs, outdir):
-    """Each stage's median step as one bar, the step the summary names: compute alone, the
-    exposed communication (compute's measured waits) and the rest of the step, which neither
-    of them holds (issuing the collectives, compute slowed by the communication beside it, the
-    step's median against compute's fastest; none where the two already exceed the step, whose
-    bar then stands above it, each part as measured). The step's spread over repetitions as
+    """Each stage's median step as one bar, the step the summary names, and its parts as that
+    repetition measured them: compute alone, the exposed communication (compute's measured
+    waits) and the rest of the step, which neither of them holds (issuing the collectives,
+    compute slowed by the communication beside it, the step against compute's fastest; none
+    where the two already exceed the step, whose bar then stands above it, each part as
+    measured). Parts taken each at its own median would come from different repetitions and
+    need not add up to any step. Of an even count of repetitions the lower middle one is drawn,
+    where summary.md gives the mean of the middle two. The step's spread over repetitions as
     error bars at the step."""
     picks, labels = _stages(runs, "step_s", "compute_s", "exposed_comm_s")
     fig, ax = fs.new_figure()
-    compute = [p.value("compute_s") for p in picks]
-    exposed = [p.value("exposed_comm_s") for p in picks]
-    step = [p.value("step_s") for p in picks]
+    at = [p.at_median("step_s", "compute_s", "exposed_comm_s") for p in picks]
+    step, compute, exposed = ([t[i] for t in at] for i in range(3))
     rest = [max(0.0, s - c - e) for s, c, e in zip(step, compute, exposed)]
     xs = range(len(picks))
     ax.bar(xs, compute, width=0.6, label="compute", **fs.bar_style(0))

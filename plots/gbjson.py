@@ -217,5 +217,24 @@ class _Pick:
         rows = (tuple(r.value(m) for m in metrics) for r in self._reps)
         return [t for t in rows if not any(math.isnan(v) for v in t)]
 
+    def median_of(self, fn, *metrics):
+        """The median (the lower middle of an even count) over the repetitions of fn applied to
+        one repetition's values of `metrics`, where a median of each would pair two repetitions;
+        fn of the medians where the file holds no repetition with all of them; NaN without."""
+        each = [fn(*t) for t in self.per_repetition(*metrics)]
+        if each:
+            return statistics.median_low(each)
+        values = [self.value(m) for m in metrics]
+        return fn(*values) if not any(math.isnan(v) for v in values) else math.nan
+
+    def at_median(self, key, *others):
+        """(key, *others) of the repetition whose `key` is the median (the lower middle): parts
+        of one repetition that add up, where each part's own median need not; the medians where
+        the file holds no repetition with all of them."""
+        each = sorted(self.per_repetition(key, *others))
+        if each:
+            return each[(len(each) - 1) // 2]
+        return tuple(self.value(m) for m in (key, *others))
+
     def has(self, metric):
         return any(metric in r.counters for r in self._rows) or metric == "real_time"

@@ -178,3 +178,19 @@ def test_absent_or_empty_inputs_are_skipped(tmp_path):
     assert "skipping fig_offload.memory: offload.json: no offload_grads or offload_weights" in r.stderr
     assert not (tmp_path / "figures" / "offload_exposed.png").exists()
     assert not (tmp_path / "figures" / "offload_memory.png").exists()
+
+
+def test_each_line_marks_its_own_hide_condition(tmp_path):
+    """The hide condition depends on the slots: one dotted mark per line, at the lower middle of
+    its own benchmarks' conditions (here 0.5 ms a slot, one benchmark of each line off at 9 ms),
+    not one median over every line."""
+    d = sweep()
+    for b in d["benchmarks"]:
+        b["hide_condition_s"] = b["slots"] * 5e-4
+        if b["run_name"].endswith(f"compute:sleep:{COMPUTE_US[0]}"):
+            b["hide_condition_s"] = 9e-3
+    write(tmp_path / "offload_sweep.json", d)
+    r = run_tool("zbplot.py", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    marks = {(row_["series"], row_["hide_condition_drawn_s"]) for row_ in read_csv(tmp_path / "figures" / "offload_exposed.csv")}
+    assert marks == {("1 slot", "0.0005"), ("2 slots", "0.001"), ("3 slots", "0.0015")}, marks

@@ -63,11 +63,13 @@ def test_csv_equals_the_socket_run(folder):
         assert float(r["grad_bytes_per_param_formula"]) == b["grad_bytes_per_param_formula"]
         assert float(r["grad_bytes_per_param_measured"]) == b["grad_bytes_per_param_measured"]
         # The sockets' value where it was measured, else the accounted one, and it says which.
+        # The legend says which too: an accounted volume sits on the formula by construction and
+        # is not labelled a measurement.
         if r["stage"] == "z1":
-            assert r["volume_source"] == "accounted"
+            assert r["volume_source"] == "accounted" and r["volume_legend"] == "z1 accounted"
             assert float(r["volume_psi_drawn"]) == b["volume_psi_accounted"]
         else:
-            assert r["volume_source"] == "sockets"
+            assert r["volume_source"] == "sockets" and r["volume_legend"] == f"{r['stage']} measured"
             assert float(r["volume_psi_drawn"]) == b["volume_psi_measured"]
 
 

@@ -42,9 +42,15 @@ def read_csv(folder, stem):
         return list(csv.DictReader(f))
 
 
-def expected_row(gb_doc, name):
-    """The JSON row a figure should draw: GB's median aggregate, else the one repetition."""
+def expected_row(gb_doc, name, whole=None):
+    """The JSON row a figure should draw: GB's median aggregate, else the one repetition; for a
+    figure that draws the parts of one repetition (whole: the counter they add up to), the
+    repetition whose `whole` is the median (the lower middle)."""
     rows = [b for b in gb_doc["benchmarks"] if b["run_name"] == name]
+    if whole:
+        reps = sorted((b for b in rows if b["run_type"] == "iteration"), key=lambda b: b[whole])
+        if reps:
+            return reps[(len(reps) - 1) // 2]
     medians = [b for b in rows if b.get("aggregate_name") == "median"]
     if medians:
         return medians[0]
@@ -81,7 +87,7 @@ def test_benchmark_csv_equals_json(drawn, stem):
     rows = read_csv(folder, stem)
     checked = 0
     for r in rows:
-        src = expected_row(gb_doc, r["benchmark"])
+        src = expected_row(gb_doc, r["benchmark"], "step_s" if stem == "zero_step_time" else None)
         for col, cell in r.items():
             if col in src and col not in ("name", "run_name"):
                 assert same(cell, src[col]), (stem, r["benchmark"], col, cell, src[col])
@@ -95,9 +101,11 @@ def test_zero_figures_details(drawn):
     folder, _, _ = drawn
     step = {r["bar"]: r for r in read_csv(folder, "zero_step_time")}
     assert list(step) == ["dp", "z1", "z2", "z3"]
-    assert float(step["z2"]["compute_s"]) == 0.0105  # the median aggregate, not a repetition
-    assert float(step["z2"]["step_s"]) == 0.0125
-    assert float(step["z2"]["rest_s"]) == 0  # compute and exposed (0.0145 s) already exceed the step
+    # z2's parts are its median step's repetition's (12 ms of 11, 13, 12), not each part's median
+    # (the aggregate's compute, 10.5 ms, and step, 12.5 ms, came from no one repetition).
+    assert float(step["z2"]["compute_s"]) == 0.010
+    assert float(step["z2"]["step_s"]) == 0.012
+    assert float(step["z2"]["rest_s"]) == 0  # compute and exposed (0.014 s) already exceed the step
     volume = {r["bar"]: r for r in read_csv(folder, "zero_volume")}
     assert volume["z3"]["volume_psi_measured"] == ""  # NaN in the JSON: no bar drawn
 
@@ -110,6 +118,39 @@ def test_the_step_bar_is_the_step(tmp_path):
     step = {b["bar"]: b for b in read_csv(tmp_path, "zero_step_time")}
     assert float(step["dp"]["rest_s"]) == pytest.approx(0.012 - 0.01 - 0.0005, abs=1e-12)
     assert float(step["z1"]["rest_s"]) == pytest.approx(0.013 - 0.008 - 0.003, abs=1e-12)
+
+
+def test_the_step_bar_is_one_repetitions_parts(tmp_path):
+    """Three repetitions (step, compute, exposed) of (10, 6, 3.5), (10.5, 9.5, 0.5) and
+    (11, 6.2, 0.3) ms: the bar is the median step's, 10.5 ms of 9.5 computing and 0.5 waiting,
+    0.5 ms of rest; each part's own median (6.2 and 0.5 ms) would leave a rest of 3.8 ms that no
+    repetition had."""
+    document = zero()
+    name = next(b["run_name"] for b in document["benchmarks"] if "stage:dp/" in b["run_name"])
+    kept = [b for b in document["benchmarks"] if b["run_name"] != name]
+    base = next(b for b in document["benchmarks"] if b["run_name"] == name)
+    for k, (st, c, e) in enumerate(((10, 6, 3.5), (10.5, 9.5, 0.5), (11, 6.2, 0.3))):
+        kept.append(dict(base, run_type="iteration", repetition_index=k, repetitions=3, real_time=st,
+                         step_s=st / 1e3, compute_s=c / 1e3, exposed_comm_s=e / 1e3))
+    write(tmp_path / "zero.json", dict(document, benchmarks=kept))
+    r = run_tool("zbplot.py", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    dp = {b["bar"]: b for b in read_csv(tmp_path, "zero_step_time")}["dp"]
+    assert [float(dp[k]) for k in ("step_s", "compute_s", "exposed_comm_s")] == [0.0105, 0.0095, 0.0005]
+    assert float(dp["rest_s"]) == pytest.approx(0.0005, abs=1e-12)
+
+
+def test_the_sweeps_ratio_is_each_repetitions(tmp_path):
+    """A point's compute/communication ratio is the median of each repetition's: (1, 2), (3, 2)
+    and (2, 4) ms give 0.5, 1.5 and 0.5, median 0.5, where the two medians (2 and 2) give 1."""
+    rows = [row("zero_sweep/stage:z1/compute_us:100", 1.0, rep=k, reps=3, ranks=4, compute_s=c / 1e3,
+                comm_s=m / 1e3, exposed_comm_s=1e-4, step_s=(c + m) / 1e3)
+            for k, (c, m) in enumerate(((1, 2), (3, 2), (2, 4)))]
+    write(tmp_path / "zero_sweep.json", doc(rows))
+    r = run_tool("zbplot.py", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    point = read_csv(tmp_path, "zero_sweep_exposed")[0]
+    assert float(point["compute_over_comm"]) == 0.5, point
 
 
 def test_sweep_ratio_is_from_the_json_times(drawn):
