@@ -6,10 +6,18 @@ import gbjson
 import figstyle as fs
 
 
-def _stages(runs, *needed):
-    """Benchmarks with a stage and finite values for the needed metrics, in stage order."""
-    picks = [p for p in gbjson.representative(runs).values()
-             if "stage" in p.params and fs.finite(*[p.value(m) for m in needed])]
+def _stages(runs, stem, *needed):
+    """Benchmarks with a stage and finite values for the needed metrics, in stage order. A stage
+    left out (its benchmark stopped with an error, or a needed value is not a number) is named
+    beside the figure (figstyle.NOTES): a figure a stage is missing from says so rather than close up around it."""
+    every = list(gbjson.representative(runs).values())
+    picks = [p for p in every if "stage" in p.params and fs.finite(*[p.value(m) for m in needed])]
+    out = [f"{p.params['stage']} ({', '.join(m for m in needed if not fs.finite(p.value(m)))} not a number)"
+           for p in every if "stage" in p.params and p not in picks]
+    out += [f"{r.params['stage']} (its benchmark stopped with an error)"
+            for r in runs if r.error and "stage" in r.params]
+    if out:
+        fs.say(f"note: figure {stem}: left out: {', '.join(dict.fromkeys(out))}")
     if not picks:
         raise fs.NoData(f"no stage benchmark with {', '.join(needed)}")
     rank = fs.first_seen(p.params["stage"] for p in picks)
@@ -32,7 +40,7 @@ def _drawn(v):
 
 
 def bytes_per_param(runs, outdir):
-    picks, labels = _stages(runs, "bytes_per_param_measured")
+    picks, labels = _stages(runs, "zero_bytes_per_param", "bytes_per_param_measured")
     fig, ax = fs.new_figure()
     measured = [p.value("bytes_per_param_measured") for p in picks]
     formula = [p.value("bytes_per_param_formula") for p in picks]
@@ -55,7 +63,7 @@ def bytes_per_param(runs, outdir):
 
 
 def volume(runs, outdir):
-    picks, labels = _stages(runs, "volume_psi_accounted")
+    picks, labels = _stages(runs, "zero_volume", "volume_psi_accounted")
     fig, ax = fs.new_figure()
     accounted = [p.value("volume_psi_accounted") for p in picks]
     measured = [p.value("volume_psi_measured") for p in picks]
@@ -84,7 +92,7 @@ def step_time(runs, outdir):
     need not add up to any step. Of an even count of repetitions the lower middle one is drawn,
     where summary.md gives the mean of the middle two. The step's spread over repetitions as
     error bars at the step."""
-    picks, labels = _stages(runs, "step_s", "compute_s", "exposed_comm_s")
+    picks, labels = _stages(runs, "zero_step_time", "step_s", "compute_s", "exposed_comm_s")
     fig, ax = fs.new_figure()
     at = [p.at_median("step_s", "compute_s", "exposed_comm_s") for p in picks]
     step, compute, exposed = ([t[i] for t in at] for i in range(3))
@@ -117,7 +125,7 @@ def inter_node_bytes(runs, outdir):
     """Bytes the busiest node sends to other nodes per step, per stage: accounted (rings over
     the logged collectives) and the node link's counter. Nothing crosses on one node, so that
     draws nothing."""
-    picks, labels = _stages(runs, "inter_node_bytes_accounted")
+    picks, labels = _stages(runs, "zero_inter_node_bytes", "inter_node_bytes_accounted")
     if not any(p.value("nodes") > 1 for p in picks):
         raise fs.NoData("one node: no inter-node traffic to draw")
     fig, ax = fs.new_figure()

@@ -4,7 +4,6 @@ says when a text reaches past the figure's edge."""
 import csv
 import math
 import os
-import sys
 
 import matplotlib
 
@@ -246,9 +245,19 @@ def overlapping_texts(fig):
             if boxes[i].overlaps(boxes[j])]
 
 
+# What drawing a figure has to say beside it ("warning: ..." or "note: ..." lines): kept here
+# rather than printed, since a figure may be drawn in another process, and zbplot prints them
+# with the figure's own line.
+NOTES = []
+
+
+def say(line):
+    NOTES.append(line)
+
+
 def save(fig, outdir, stem, header, rows):
     """Writes stem.png, stem.pdf and stem.csv (the numbers drawn); returns the paths. A text
-    past the figure's edge is drawn anyway and named on stderr: a figure to fix."""
+    past the figure's edge is drawn anyway and named in NOTES: a figure to fix."""
     os.makedirs(outdir, exist_ok=True)
     fig.tight_layout(pad=0.3)
     cut = []
@@ -261,8 +270,7 @@ def save(fig, outdir, stem, header, rows):
         fig.canvas.mpl_disconnect(listening)
         paths.append(path)
     if cut:  # a save may draw more than once: each text named once
-        print(f"warning: figure {stem}: text past its edge: {', '.join(dict.fromkeys(cut))}",
-              file=sys.stderr)
+        say(f"warning: figure {stem}: text past its edge: {', '.join(dict.fromkeys(cut))}")
     plt.close(fig)
     path = os.path.join(outdir, f"{stem}.csv")
     with open(path, "w", newline="", encoding="utf-8") as f:

@@ -117,11 +117,13 @@ _JOBS = []
 
 
 def _draw(i, outdir):
-    """Draws figure i of _JOBS: (its paths, None), or (None, why there was nothing to draw)."""
+    """Draws figure i of _JOBS: (its paths, None, its notes), or (None, why there was nothing to
+    draw, its notes): the notes travel back with it from a drawing process."""
+    del figstyle.NOTES[:]
     try:
-        return _JOBS[i][2](outdir), None
+        return _JOBS[i][2](outdir), None, list(figstyle.NOTES)
     except figstyle.NoData as e:
-        return None, str(e)
+        return None, str(e), list(figstyle.NOTES)
 
 
 def _positive(text):
@@ -172,7 +174,9 @@ def main(argv=None):
     else:
         results = [_draw(i, outdir) for i in range(len(jobs))]
     drawn = 0
-    for (fname, what, _), (paths, nothing) in zip(jobs, results):
+    for (fname, what, _), (paths, nothing, said) in zip(jobs, results):
+        for line in said:
+            print(f"zbplot: {line}", file=sys.stderr)
         if nothing is not None:
             print(f"zbplot: note: skipping {what}: {fname}: {nothing}", file=sys.stderr)
             continue

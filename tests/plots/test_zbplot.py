@@ -283,3 +283,18 @@ def test_dense_trace_and_several_trace_files(tmp_path):
     assert r.returncode == 0, r.stderr
     assert len(read_csv(tmp_path, "timeline_z3")) == 2500
     assert len(read_csv(tmp_path, "timeline")) == 10
+
+
+def test_a_stage_left_out_of_a_figure_is_named(tmp_path):
+    """z3's benchmark stopped with an error and z2's exposed time is not a number: the step
+    figure draws dp and z1 and says on stderr which stages it left out and why."""
+    document = zero(z2={"exposed_comm_s": NAN})
+    for b in document["benchmarks"]:
+        if "stage:z3/" in b["name"]:
+            b.update(error_occurred=True, error_message="out of memory")
+    write(tmp_path / "zero.json", document)
+    r = run_tool("zbplot.py", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [b["bar"] for b in read_csv(tmp_path, "zero_step_time")] == ["dp", "z1"]
+    assert "zbplot: note: figure zero_step_time: left out: z2 (exposed_comm_s not a number), " \
+        "z3 (its benchmark stopped with an error)" in r.stderr, r.stderr
