@@ -24,14 +24,16 @@ def crossing(runs, outdir):
     for p in picks:
         series.setdefault(stage_table.config_label(p.params), []).append(p)
     fig, ax = fs.new_figure()
+    # Readable at a column's width: the stages unquantized, each single quantization of the
+    # others, and zpp (hpz with both); every configuration is in the CSV, its `drawn` column
+    # saying which are on the figure.
+    shown = [(k, v) for k, v in series.items() if k.count("+") <= 1 and not k.startswith("hpz+")]
+    drawn = {k for k, _ in shown}
     rows, ys = [], []
     for name, members in series.items():
         members.sort(key=lambda p: p.value("link_gbps"))
-        rows += [[p.name, name, p.value("link_gbps"), p.value("step_s_predicted"),
+        rows += [[p.name, name, int(name in drawn), p.value("link_gbps"), p.value("step_s_predicted"),
                   p.value("quantize_s_predicted"), p.value("beats_unquantized_below_gbps")] for p in members]
-    # Readable at a column's width: the stages unquantized, each single quantization of the
-    # others, and zpp (hpz with both); every configuration is in the CSV.
-    shown = [(k, v) for k, v in series.items() if k.count("+") <= 1 and not k.startswith("hpz+")]
     for i, (name, members) in enumerate(shown):
         x = [p.value("link_gbps") for p in members]
         y = [p.value("step_s_predicted") for p in members]
@@ -50,5 +52,5 @@ def crossing(runs, outdir):
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.legend(fontsize=5, ncol=2)
     return fs.save(fig, outdir, "quantized_crossing",
-                   ["benchmark", "configuration", "link_gbps", "step_s_predicted", "quantize_s_predicted",
-                    "beats_unquantized_below_gbps"], rows)
+                   ["benchmark", "configuration", "drawn", "link_gbps", "step_s_predicted",
+                    "quantize_s_predicted", "beats_unquantized_below_gbps"], rows)

@@ -56,12 +56,30 @@ def test_the_crossing_figure_draws_every_configuration_into_its_csv(folder):
     assert "wrote figures/quantized_crossing.{png,pdf,csv}" in r.stdout
     with open(folder / "figures" / "quantized_crossing.csv", encoding="utf-8") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["benchmark", "configuration", "link_gbps", "step_s_predicted", "quantize_s_predicted",
-                       "beats_unquantized_below_gbps"]
-    got = {(r[1], float(r[2])): (float(r[3]), r[5]) for r in rows[1:]}
+    assert rows[0] == ["benchmark", "configuration", "drawn", "link_gbps", "step_s_predicted",
+                       "quantize_s_predicted", "beats_unquantized_below_gbps"]
+    got = {(r[1], float(r[3])): (float(r[4]), r[6]) for r in rows[1:]}
     assert len(got) == 9
     assert got[("z3+qw:int8", 2.0)] == (0.031, "2.5")
     assert got[("z3", 8.0)][0] == 0.024
+    # Every configuration in the CSV, and which of them the figure draws.
+    assert {(r[1], r[2]) for r in rows[1:]} == {("z3", "1"), ("z3+qw:int8", "1"), ("zpp", "1")}
+
+
+def test_the_crossing_csv_says_which_configurations_are_drawn(folder):
+    """A configuration of two quantizations is in the CSV, not on the figure: its drawn cell
+    says so, so that the CSV is the numbers drawn and the rest, told apart."""
+    d = quantized_doc()
+    for rate in (0.5, 2, 8):
+        d["benchmarks"].append(row(QUANT_NAME.format("z3/quantize_weights:int8/quantize_grads:int4", rate), 1.0,
+                                   "ms", ranks=4, nodes=2, link_gbps=rate, step_s_predicted=0.03,
+                                   quantize_s_predicted=0.006, beats_unquantized_below_gbps=4.0))
+    write(folder / "predict_quantized.json", d)
+    r = run_tool("zbplot.py", folder)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(folder / "figures" / "quantized_crossing.csv", encoding="utf-8") as f:
+        drawn = {(x["configuration"], x["drawn"]) for x in csv.DictReader(f)}
+    assert ("z3+qw:int8+qg:int4", "0") in drawn and ("z3+qw:int8", "1") in drawn, drawn
 
 
 def test_no_crossing_no_figure(folder):
