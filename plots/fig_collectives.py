@@ -30,16 +30,37 @@ def busbw(runs, outdir):
         series.setdefault((_op_rank(p.family), fs.label(p, keys, p.family)), []).append(p)
 
     fig, ax = fs.new_figure()
-    rows, xs = [], []
+    rows, xs, gaps = [], [], []
+    sizes = sorted({_size(p) for p in picks})
+
+    def steps_of(ps):
+        x = sorted(_size(p) for p in ps)
+        return sorted(b / a for a, b in zip(x, x[1:]))
+    every_step = sorted(r for members in series.values() for r in steps_of(members))
     for i, ((_, name), members) in enumerate(sorted(series.items())):
         members.sort(key=_size)
         x = [_size(p) for p in members]
         y = [p.value("busbw_GBps") for p in members]
-        ax.plot(x, y, label=name, **fs.line_style(i))
+        # A step between two sizes wider than the series' own (its median step; with one step,
+        # the file's) is a size it lacks (its benchmark failed, or wrote no bandwidth): the line
+        # breaks there rather than bridge it, at the sizes the other series have there, else
+        # halfway.
+        steps = steps_of(members)
+        steps = steps if len(steps) >= 2 else every_step
+        usual = steps[(len(steps) - 1) // 2] if steps else 1.0
+        missing = []
+        for a, b in zip(x, x[1:]):
+            if b / a > 1.5 * usual:
+                missing += [s for s in sizes if a < s < b] or [(a * b) ** 0.5]
+        gaps += [f"{name} at {fs.bytes_text(s)}" for s in missing]
+        line = sorted(list(zip(x, y)) + [(s, float("nan")) for s in missing])
+        ax.plot([a for a, _ in line], [b for _, b in line], label=name, **fs.line_style(i))
         spread = fs.band(ax, x, members, "busbw_GBps", i)
         xs += x
         rows += [[p.name, name, _size(p), p.value("busbw_GBps"), lo, hi, p.repetitions]
                  for p, (lo, hi) in zip(members, spread)]
+    if gaps:
+        fs.say(f"note: figure collectives_busbw: no point, the line broken, for {', '.join(gaps)}")
     fs.log2_axis(ax, "x", xs, fs.bytes_formatter())
     ax.set_xlabel("message size (bytes, log2)")
     ax.set_ylabel("bus bandwidth (GB/s)")

@@ -90,9 +90,14 @@ def _binary(value, units):
     return f"{value:g} {units[0]}"
 
 
+def bytes_text(v):
+    """4096 -> "4 KiB", as the byte axes' ticks read."""
+    return _binary(v, ["B", "KiB", "MiB", "GiB", "TiB"])
+
+
 def bytes_formatter():
     """Tick labels such as 4 KiB, 16 MiB, 1 GiB."""
-    return FuncFormatter(lambda v, _: _binary(v, ["B", "KiB", "MiB", "GiB", "TiB"]))
+    return FuncFormatter(lambda v, _: bytes_text(v))
 
 
 def count_text(n):

@@ -298,3 +298,21 @@ def test_a_stage_left_out_of_a_figure_is_named(tmp_path):
     assert [b["bar"] for b in read_csv(tmp_path, "zero_step_time")] == ["dp", "z1"]
     assert "zbplot: note: figure zero_step_time: left out: z2 (exposed_comm_s not a number), " \
         "z3 (its benchmark stopped with an error)" in r.stderr, r.stderr
+
+
+def test_a_collective_size_that_failed_breaks_its_line_and_is_named(tmp_path):
+    """all_gather's 1 MiB benchmark stopped with an error: its line is not drawn straight from
+    256 KiB to 4 MiB as if measured between, and zbplot names the gap."""
+    rows = []
+    for op in ("all_reduce", "all_gather"):
+        for size in (1 << 18, 1 << 20, 1 << 22):
+            r = row(f"{op}/bytes:{size}/dtype:bf16", 10.0, "us", ranks=2, bytes=size, busbw_GBps=size / 1e5)
+            if op == "all_gather" and size == 1 << 20:
+                r.update(error_occurred=True, error_message="timed out")
+            rows.append(r)
+    write(tmp_path / "collectives.json", doc(rows))
+    r = run_tool("zbplot.py", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(read_csv(tmp_path, "collectives_busbw")) == 5
+    assert "zbplot: note: figure collectives_busbw: no point, the line broken, for all_gather at 1 MiB" \
+        in r.stderr, r.stderr
