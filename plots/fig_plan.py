@@ -48,6 +48,9 @@ def memory(doc, outdir):
         # Sharded stages fall as 1/N; a linear axis would flatten them to zero.
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(fs.plain_formatter())
+        zero = [f"{r['stage']} at N = {r['dp']:g}" for r in rows if r["gb_per_gpu"] <= 0]
+        if zero:  # a log axis has no place for them: said, not silently dropped (the CSV keeps them)
+            fs.say(f"note: figure plan_memory: not drawn on its log axis (0 GB or less): {', '.join(zero)}")
     else:
         ax.set_ylim(bottom=0)
     ax.set_xlabel("data-parallel degree N (log2)")

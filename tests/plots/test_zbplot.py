@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from results_fixture import NAN, doc, results_folder, row, run_tool, trace, write, zero
+from results_fixture import NAN, doc, plan, results_folder, row, run_tool, trace, write, zero
 
 FIGURES = {
     "collectives_busbw": "collectives.json",
@@ -316,3 +316,18 @@ def test_a_collective_size_that_failed_breaks_its_line_and_is_named(tmp_path):
     assert len(read_csv(tmp_path, "collectives_busbw")) == 5
     assert "zbplot: note: figure collectives_busbw: no point, the line broken, for all_gather at 1 MiB" \
         in r.stderr, r.stderr
+
+
+def test_a_zero_on_the_plans_log_axis_is_named(tmp_path):
+    """Sharded stages span decades, so the plan's memory axis is logarithmic: a row of 0 GB has
+    no place on it, and zbplot says which rather than drop it unseen (the CSV keeps it)."""
+    document = plan()
+    for r in document["rows"]:
+        if r["stage"] == "z3" and r["dp"] == 512:
+            r["gb_per_gpu"] = 0.0
+    write(tmp_path / "plan.json", document)
+    r = run_tool("zbplot.py", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "zbplot: note: figure plan_memory: not drawn on its log axis (0 GB or less): z3 at N = 512" \
+        in r.stderr, r.stderr
+    assert len(read_csv(tmp_path, "plan_memory")) == 16
