@@ -17,7 +17,7 @@ import stage_table  # noqa: E402
 import summary_checks  # noqa: E402
 from summary_first import first_screen, parse_count  # noqa: E402
 from summary_format import (by_stage, count_text, fmt, load, mega, ms, repetitions_line,  # noqa: E402
-                            size_text, stage_order, table, timed, value)
+                            size_text, stage_order, table, timed, value, wrong_cell)
 from summary_offload import offload_section  # noqa: E402
 
 OPS = ["all_reduce", "reduce_scatter", "all_gather"]
@@ -47,7 +47,7 @@ def zero_section(results):
                      timed(t, "step_s", ms), timed(t, "compute_s", ms),
                      timed(t, "exposed_comm_s", ms),
                      timed(t, "overlap_eff", lambda v: fmt(v, 2)),
-                     " / ".join(fmt(value(p, "wrong"), 0) for p in (v, t))])
+                     " / ".join(wrong_cell(p) for p in (v, t))])
     head = ["stage", "bytes/param (article)", "collectives", "bytes/param formula",
             "measured", "volume accounted (Ψ)", "measured (Ψ)", "inter-node MB/step accounted",
             "inter-node measured", "step (ms)", "compute (ms)",
@@ -99,7 +99,7 @@ def collectives_section(results):
         three = lambda v: fmt(v, 3)  # noqa: E731
         rows.append([op, timed(p, "busbw_GBps", three), timed(p, "algbw_GBps", three),
                      size_text(size) if size is not None else "n/a", p.params.get("dtype", ""),
-                     timed(p, "overhead_ratio", three), fmt(p.value("wrong"), 0)])
+                     timed(p, "overhead_ratio", three), wrong_cell(p)])
     return ["## Collectives: peak bus bandwidth per op", "",
             table(["op", "peak busbw (GB/s)", "algbw (GB/s)", "at size", "dtype",
                    "overhead (ours / bare call)", "wrong"], rows), ""] + repetitions_line(best.values())
@@ -257,7 +257,7 @@ def pipeline_section(results):
                      fmt(value(mem, "grad_bytes_per_param_measured")), fmt(value(vol, "volume_psi_formula"), 4),
                      fmt(value(vol, "volume_psi_measured"), 4), timed(tp, "step_s", ms),
                      timed(tp, "exposed_comm_s", ms), timed(tp, "tail_comm_s", ms),
-                     " / ".join(fmt(value(p, "wrong"), 0) for p in (wp, tp))])
+                     " / ".join(wrong_cell(p) for p in (wp, tp))])
     head = ["stage", "M", "bytes/param formula", "measured", "grad bytes/param formula", "measured",
             "volume formula (Ψ)", "measured (Ψ)", "step (ms)", "exposed comm (ms)", "tail (ms)",
             "wrong (wire / time)"]

@@ -120,3 +120,9 @@ def by_stage(picks):
 
 def value(pick, metric):
     return pick.value(metric) if pick is not None else math.nan
+
+
+def wrong_cell(pick):
+    """A `wrong` cell: the worst repetition's count. Elements that differ from the reference in
+    one repetition are a bug however many others had none, and their median would say 0."""
+    return fmt(pick.spread("wrong")[1] if pick is not None else math.nan, 0)

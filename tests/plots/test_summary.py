@@ -350,3 +350,13 @@ def test_a_broken_stage_table_exits_2(folder):
 def test_stage_table_is_json_text_in_the_fixture():
     # The C++ writes the table as a string (Google Benchmark's context holds strings).
     assert json.loads(zero()["context"]["stage_table"])[0]["name"] == "dp"
+
+
+def test_a_wrong_cell_is_the_worst_repetitions(folder):
+    """One repetition of z2 of three with 3 wrong elements: the median is 0, the cell is 3 (and
+    the first screen names it)."""
+    write(folder / "zero.json", spread_z2(zero(), "wrong", (0, 3, 0)))
+    text = summarize(folder)
+    row_ = next(line for line in text.splitlines() if line.startswith("| z2 | ") and " / " in line.split("|")[-2])
+    assert row_.split("|")[-2].strip().endswith("/ 3"), row_
+    assert any("wrong = 3" in c for c in checks(text))
