@@ -217,15 +217,21 @@ class _Pick:
         rows = (tuple(r.value(m) for m in metrics) for r in self._reps)
         return [t for t in rows if not any(math.isnan(v) for v in t)]
 
+    def each(self, *metrics):
+        """per_repetition(), else the medians as one tuple where the file holds no repetition
+        with all of them (a single row, or aggregates only); [] where not even those are numbers."""
+        reps = self.per_repetition(*metrics)
+        if reps:
+            return reps
+        values = tuple(self.value(m) for m in metrics)
+        return [] if any(math.isnan(v) for v in values) else [values]
+
     def median_of(self, fn, *metrics):
         """The median (the lower middle of an even count) over the repetitions of fn applied to
         one repetition's values of `metrics`, where a median of each would pair two repetitions;
         fn of the medians where the file holds no repetition with all of them; NaN without."""
-        each = [fn(*t) for t in self.per_repetition(*metrics)]
-        if each:
-            return statistics.median_low(each)
-        values = [self.value(m) for m in metrics]
-        return fn(*values) if not any(math.isnan(v) for v in values) else math.nan
+        values = [fn(*t) for t in self.each(*metrics)]
+        return statistics.median_low(values) if values else math.nan
 
     def at_median(self, key, *others):
         """(key, *others) of the repetition whose `key` is the median (the lower middle): parts

@@ -8,7 +8,6 @@ Reads what the C++ wrote and compares; it measures nothing.
 import glob
 import math
 import os
-import statistics
 from dataclasses import dataclass
 
 import gbjson
@@ -40,17 +39,6 @@ def _rel(measured, reference):
     if reference == 0:
         return 0.0 if measured == 0 else math.copysign(math.inf, measured)
     return measured / reference - 1
-
-
-def _each(p, *metrics):
-    """Each repetition's values of `metrics` together; the benchmark's own where the file holds a
-    single row or its aggregates only. A check against a fixed reference (a formula, the books)
-    holds every repetition to it: one repetition off is off, whatever the median."""
-    reps = p.per_repetition(*metrics)
-    if reps:
-        return reps
-    values = tuple(p.value(m) for m in metrics)
-    return [values] if finite(*values) else []
 
 
 def _farthest(rels):
@@ -100,9 +88,11 @@ def _memory_why(reference, f, b):
 
 
 def check_memory(ctx, p):
+    # Against a fixed reference (a formula, the books; the sockets and links below too) every
+    # repetition is held to it: one repetition off is off, whatever the median.
     params = p.value("params")
     for measured, reference, books, what in MEMORY:
-        pairs = _each(p, measured, reference)
+        pairs = p.each(measured, reference)
         if not pairs:
             continue
         m, f = max(pairs, key=lambda t: abs(t[0] - t[1]))  # the repetition furthest off
@@ -153,7 +143,7 @@ def check_sockets(ctx, p):
     for measured, books in (("volume_psi_measured", "volume_psi_accounted"),
                             ("wire_bytes_measured", "wire_bytes_accounted"),
                             ("wire_bytes_measured", "wire_bytes_formula")):
-        rels = [_rel(m, b) for m, b in _each(p, measured, books)]
+        rels = [_rel(m, b) for m, b in p.each(measured, books)]
         if rels and abs(_farthest(rels)[0]) > tol.SOCKET_REL:
             worst, which = _farthest(rels)
             side = "the ring formula" if books.endswith("_formula") else "the books"
@@ -164,7 +154,7 @@ def check_sockets(ctx, p):
 def check_links(ctx, p):
     for measured, books, what in (("inter_node_bytes_measured", "inter_node_bytes_accounted", "inter-node"),
                                   ("intra_node_bytes_measured", "intra_node_bytes_accounted", "intra-node")):
-        rels = [_rel(m, b) for m, b in _each(p, measured, books)]
+        rels = [_rel(m, b) for m, b in p.each(measured, books)]
         outside = [r for r in rels if not -tol.LINK_BELOW <= r <= tol.LINK_ABOVE]
         if not outside:
             continue
@@ -190,10 +180,9 @@ def check_overhead(ctx, p):
     def without_slower(o_k, r_k):
         return o_k * 2 * min(1.0, r_k) / (1 + r_k)
     # A file of aggregates only has no repetition to take it in: the ratio is then not trimmed.
-    pairs = _each(p, "overhead_ratio", "ours_repeat_ratio") if p.has_repetitions else []
-    trimmed = statistics.median_low([without_slower(*k) for k in pairs]) if pairs else math.nan
+    trimmed = p.median_of(without_slower, "overhead_ratio", "ours_repeat_ratio") if p.has_repetitions else math.nan
     # The bare call against itself, in every repetition: a median near 1 can hide 0.6 and 1.9.
-    bare_moved = [abs(r - 1) for (r,) in _each(p, "bare_repeat_ratio")] if p.has_repetitions else []
+    bare_moved = [abs(r - 1) for (r,) in p.each("bare_repeat_ratio")] if p.has_repetitions else []
     if "--progress=thread" in (ctx or {}).get("command_line", ""):
         why = ("each call is handed to the communication thread (--progress=thread), and ours "
                "includes the hand-off")
@@ -209,13 +198,13 @@ def check_overhead(ctx, p):
     else:
         why = NO_CAUSE
     # What the ratio adds to each call, for a reader to weigh against the collectives a step issues.
-    added = [(o_k - 1) * b_k for o_k, b_k in _each(p, "overhead_ratio", "bare_time_s")]
+    added = p.median_of(lambda o_k, b_k: (o_k - 1) * b_k, "overhead_ratio", "bare_time_s")
     def itself(metric, r):
         lo, hi = p.spread(metric)
         return f"{r:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if p.repetitions > 1 and lo != hi else "")
     selves = [f"{who} {itself(m, r)}" for who, m, r in (("bare", "bare_repeat_ratio", repeat),
                                                          ("ours", "ours_repeat_ratio", ours)) if finite(r)]
-    notes = ([f"{_per_call(statistics.median_low(added))} a call"] if added else []) + \
+    notes = ([f"{_per_call(added)} a call"] if finite(added) else []) + \
             ([f"against itself: {', '.join(selves)}"] if selves else []) + \
             ([f"without our slower run {trimmed:.2f}"] if finite(trimmed) else [])
     shown = f"{o:.2f}" + (f" ({'; '.join(notes)})" if notes else "")

@@ -40,13 +40,8 @@ def _sweep_noise(runs):
     says nothing of the sizes a stage's collectives were priced at. The bare call's and not ours
     (ours_repeat_ratio), though ours is what is priced: the bare call's two runs are back to
     back, ours stand either side of them, so a steady drift moves ours three times as far."""
-    moved = []
-    for p in gbjson.representative(runs).values():
-        each = [abs(r - 1) for (r,) in p.per_repetition("bare_repeat_ratio")]
-        if not each and finite(p.value("bare_repeat_ratio")):  # aggregates only
-            each = [abs(p.value("bare_repeat_ratio") - 1)]
-        if each:
-            moved.append(statistics.median(each))
+    moved = [p.median_of(lambda r: abs(r - 1), "bare_repeat_ratio") for p in gbjson.representative(runs).values()]
+    moved = [m for m in moved if finite(m)]
     return statistics.median(moved) if moved else math.nan
 
 
@@ -270,8 +265,7 @@ def _covers_shortfall(m, p, part, predicted_part=math.nan):
     if m is None or not finite(pe, me):
         return False
     center = m.value("exposed_comm_s")
-    each = m.per_repetition("exposed_comm_s", part) or [(center, m.value(part))]
-    each = [(me + e - center, x) for e, x in each if finite(e, x, center)]
+    each = [(me + e - center, x) for e, x in m.each("exposed_comm_s", part) if finite(center)]
     if not each:
         return False
     known = predicted_part if finite(predicted_part) else 0.0
@@ -282,8 +276,7 @@ def _covers_shortfall(m, p, part, predicted_part=math.nan):
 def _most_often(m, metric):
     """The value the step's repetitions give most often (a rank number: their median can name a
     rank none of them named), NaN where two tie or none gives one."""
-    values = [v for (v,) in m.per_repetition(metric)] or \
-        ([m.value(metric)] if finite(m.value(metric)) else [])
+    values = [v for (v,) in m.each(metric)]
     if not values:
         return math.nan
     counts = collections.Counter(values).most_common()
