@@ -237,10 +237,8 @@ class _Pick:
         """(key, *others) of the repetition whose `key` is the median (the lower middle): parts
         of one repetition that add up, where each part's own median need not; the medians where
         the file holds no repetition with all of them."""
-        each = sorted(self.per_repetition(key, *others))
-        if each:
-            return each[(len(each) - 1) // 2]
-        return tuple(self.value(m) for m in (key, *others))
+        each = sorted(self.each(key, *others))
+        return each[(len(each) - 1) // 2] if each else tuple(self.value(m) for m in (key, *others))
 
     def has(self, metric):
         return any(metric in r.counters for r in self._rows) or metric == "real_time"
